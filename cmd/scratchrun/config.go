@@ -1,0 +1,119 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/scratchrun/scratchrun/internal/engine"
+	"github.com/scratchrun/scratchrun/internal/images"
+	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces"
+)
+
+// imageUIDBase is the host uid that owns images' uid 0 and that a sandbox's
+// root maps to: far above any real account, below the 32-bit limit.
+const imageUIDBase = 1_000_000_000
+
+// dataDir is where images live: SCRATCHRUN_DATA_DIR, else /var/lib/scratchrun
+// for root (and for users who can read root's images), else the user's
+// data directory.
+func dataDir() string {
+	if d := os.Getenv("SCRATCHRUN_DATA_DIR"); d != "" {
+		return d
+	}
+	const system = "/var/lib/scratchrun"
+	if os.Geteuid() == 0 {
+		return system
+	}
+	if _, err := os.Stat(filepath.Join(system, "images")); err == nil {
+		return system
+	}
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "scratchrun")
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".local", "share", "scratchrun")
+}
+
+func openStore() (*images.Store, error) {
+	return images.OpenStore(images.Options{Root: dataDir(), UIDBase: imageUIDBase})
+}
+
+// envSettings are the operator's knobs, read from the environment so that the
+// same settings apply to exec, mcp and serve.
+type envSetting struct {
+	name  string
+	apply func(cfg *engine.Config, n int64)
+}
+
+var envSettings = []envSetting{
+	{"SCRATCHRUN_DEFAULT_TIMEOUT_MS", func(c *engine.Config, n int64) { c.Policy.DefaultTimeout = time.Duration(n) * time.Millisecond }},
+	{"SCRATCHRUN_MAX_TIMEOUT_MS", func(c *engine.Config, n int64) { c.Policy.MaxTimeout = time.Duration(n) * time.Millisecond }},
+	{"SCRATCHRUN_DEFAULT_MEMORY_MB", func(c *engine.Config, n int64) { c.Policy.DefaultMemoryMB = int(n) }},
+	{"SCRATCHRUN_MAX_MEMORY_MB", func(c *engine.Config, n int64) { c.Policy.MaxMemoryMB = int(n) }},
+	{"SCRATCHRUN_OUTPUT_LIMIT_BYTES", func(c *engine.Config, n int64) { c.OutputLimitBytes = int(n) }},
+	{"SCRATCHRUN_MAX_RETURN_BYTES", func(c *engine.Config, n int64) { c.MaxReturnBytes = n }},
+	{"SCRATCHRUN_MAX_PIDS", func(c *engine.Config, n int64) { c.MaxPids = n }},
+	{"SCRATCHRUN_TMP_MB", func(c *engine.Config, n int64) { c.TmpBytes = n << 20 }},
+	{"SCRATCHRUN_WRITABLE_MB", func(c *engine.Config, n int64) { c.WritableBytes = n << 20 }},
+	{"SCRATCHRUN_MAX_CONCURRENT", func(c *engine.Config, n int64) { c.MaxConcurrent = int(n) }},
+	{"SCRATCHRUN_CPU_MILLICORES", func(c *engine.Config, n int64) { c.CPUs = float64(n) / 1000 }},
+}
+
+// engineConfig builds the engine's configuration from defaults and the
+// environment, naming the variable in any error.
+func engineConfig(log *slog.Logger) (engine.Config, error) {
+	cfg := engine.DefaultConfig()
+	cfg.Logger = log
+	for _, s := range envSettings {
+		v, ok := os.LookupEnv(s.name)
+		if !ok || v == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			return cfg, fmt.Errorf("%s=%q: want a positive integer", s.name, v)
+		}
+		s.apply(&cfg, n)
+	}
+	p := cfg.Policy
+	if p.DefaultTimeout > p.MaxTimeout {
+		return cfg, fmt.Errorf("SCRATCHRUN_DEFAULT_TIMEOUT_MS (%d) is above SCRATCHRUN_MAX_TIMEOUT_MS (%d)", p.DefaultTimeout.Milliseconds(), p.MaxTimeout.Milliseconds())
+	}
+	if p.DefaultMemoryMB > p.MaxMemoryMB || p.DefaultMemoryMB < p.MinMemoryMB {
+		return cfg, fmt.Errorf("SCRATCHRUN_DEFAULT_MEMORY_MB (%d) must be between %d and SCRATCHRUN_MAX_MEMORY_MB (%d)", p.DefaultMemoryMB, p.MinMemoryMB, p.MaxMemoryMB)
+	}
+	return cfg, nil
+}
+
+// newEngine opens the image store and the backend and builds the engine,
+// stating once on stderr what the backend cannot enforce here.
+func newEngine(log *slog.Logger) (*engine.Engine, error) {
+	cfg, err := engineConfig(log)
+	if err != nil {
+		return nil, err
+	}
+	store, err := openStore()
+	if err != nil {
+		return nil, err
+	}
+	backend, err := namespaces.New(namespaces.Options{StateDir: os.Getenv("SCRATCHRUN_STATE_DIR"), Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range backend.Limitations() {
+		fmt.Fprintf(os.Stderr, "scratchrun: warning: %s\n", l)
+	}
+	return engine.New(cfg, store, backend)
+}
+
+func newLogger() *slog.Logger {
+	level := slog.LevelWarn
+	if os.Getenv("SCRATCHRUN_DEBUG") != "" {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}

@@ -1,0 +1,248 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"syscall"
+	"unicode/utf8"
+
+	"github.com/scratchrun/scratchrun/internal/execapi"
+)
+
+// maxRequestBytes bounds a --request document, as the HTTP API bounds bodies.
+const maxRequestBytes = 10 << 20
+
+func cmdExec(args []string) int {
+	fs := flag.NewFlagSet("exec", flag.ContinueOnError)
+	var (
+		runtimeName          = fs.String("runtime", "", "runtime to run the code with (see `scratchrun images list`)")
+		code                 = fs.String("code", "", "program text (alternatively a file argument, or - for stdin)")
+		request              = fs.String("request", "", "read a full request JSON from FILE (- for stdin) and print the result JSON")
+		timeoutMS            = fs.Int("timeout-ms", 0, "wall-clock limit in ms (default: the operator's, 10000)")
+		memoryMB             = fs.Int("memory-mb", 0, "memory limit in MB (default: the operator's, 256)")
+		outDir               = fs.String("out", ".", "directory where returned files are written (by base name)")
+		asJSON               = fs.Bool("json", false, "print the result JSON instead of the program's output")
+		envs, files, returns listFlag
+	)
+	fs.Var(&envs, "env", "NAME=value added to the sandbox's environment (repeatable)")
+	fs.Var(&files, "file", "SANDBOX_PATH=@HOST_FILE or SANDBOX_PATH=text, written before the run (repeatable)")
+	fs.Var(&returns, "return", "sandbox path to return after the run (repeatable)")
+	positional, err := parseInterspersed(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return exitUsage
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	if *request != "" {
+		if *runtimeName != "" || *code != "" || len(positional) > 0 || len(envs)+len(files)+len(returns) > 0 {
+			return usageError("--request takes the whole request; do not combine it with other request flags")
+		}
+		return execRequestJSON(ctx, *request)
+	}
+
+	req := execapi.Request{Runtime: *runtimeName, Code: *code,
+		Limits: execapi.Limits{TimeoutMS: *timeoutMS, MemoryMB: *memoryMB}, ReturnFiles: returns}
+	switch {
+	case len(positional) > 1:
+		return usageError(fmt.Sprintf("exec takes at most one program file, got %d: %q", len(positional), positional))
+	case len(positional) == 1 && *code != "":
+		return usageError("give the program either with --code or as a file argument, not both")
+	case len(positional) == 1:
+		data, err := readInput(positional[0])
+		if err != nil {
+			return usageError(err.Error())
+		}
+		req.Code = string(data)
+	}
+	if req.Env, err = parseEnv(envs); err != nil {
+		return usageError(err.Error())
+	}
+	if req.Files, req.FilesBase64, err = parseFiles(files); err != nil {
+		return usageError(err.Error())
+	}
+
+	eng, err := newEngine(newLogger())
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "scratchrun: %v\n", err)
+		return exitInternal
+	}
+	res, err := eng.Exec(ctx, req, nil)
+	if err != nil {
+		return reportExecError(err)
+	}
+	if *asJSON {
+		return printJSON(res, 0)
+	}
+	return printHuman(res, *outDir)
+}
+
+func usageError(msg string) int {
+	fmt.Fprintf(os.Stderr, "scratchrun exec: %s\n", msg)
+	return exitUsage
+}
+
+func reportExecError(err error) int {
+	if execapi.IsValidation(err) {
+		fmt.Fprintf(os.Stderr, "scratchrun exec: invalid request: %v\n", err)
+		return exitUsage
+	}
+	fmt.Fprintf(os.Stderr, "scratchrun exec: %v\n", err)
+	return exitInternal
+}
+
+func readInput(name string) ([]byte, error) {
+	if name == "-" {
+		return io.ReadAll(io.LimitReader(os.Stdin, maxRequestBytes+1))
+	}
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	return data, nil
+}
+
+func parseEnv(list []string) (map[string]string, error) {
+	if len(list) == 0 {
+		return nil, nil
+	}
+	env := map[string]string{}
+	for _, kv := range list {
+		k, v, err := keyValue("env", kv)
+		if err != nil {
+			return nil, err
+		}
+		env[k] = v
+	}
+	return env, nil
+}
+
+// parseFiles reads --file flags; host files that are not UTF-8 travel base64.
+func parseFiles(list []string) (text, binary map[string]string, err error) {
+	for _, kv := range list {
+		p, v, err := keyValue("file", kv)
+		if err != nil {
+			return nil, nil, err
+		}
+		data := []byte(v)
+		if len(v) > 0 && v[0] == '@' {
+			if data, err = os.ReadFile(v[1:]); err != nil {
+				return nil, nil, fmt.Errorf("--file %s: %w", p, err)
+			}
+		}
+		if utf8.Valid(data) {
+			if text == nil {
+				text = map[string]string{}
+			}
+			text[p] = string(data)
+			continue
+		}
+		if binary == nil {
+			binary = map[string]string{}
+		}
+		binary[p] = base64.StdEncoding.EncodeToString(data)
+	}
+	return text, binary, nil
+}
+
+// execRequestJSON is the machine form: request JSON in, result JSON out, and
+// an {"error": ...} document (exit 2 or 1) when there is no result.
+func execRequestJSON(ctx context.Context, source string) int {
+	var in io.Reader = os.Stdin
+	if source != "-" {
+		f, err := os.Open(source)
+		if err != nil {
+			return printError(execapi.CodeInvalidRequest, fmt.Sprintf("request: %v", err), exitUsage)
+		}
+		defer f.Close()
+		in = f
+	}
+	req, err := execapi.DecodeRequest(in, maxRequestBytes)
+	if err != nil {
+		return printError(execapi.CodeInvalidRequest, err.Error(), exitUsage)
+	}
+	eng, err := newEngine(newLogger())
+	if err != nil {
+		return printError(execapi.CodeInternal, err.Error(), exitInternal)
+	}
+	res, err := eng.Exec(ctx, req, nil)
+	switch {
+	case execapi.IsValidation(err):
+		return printError(execapi.CodeInvalidRequest, err.Error(), exitUsage)
+	case errors.Is(err, execapi.ErrAtCapacity):
+		return printError(execapi.CodeAtCapacity, err.Error(), exitInternal)
+	case err != nil:
+		return printError(execapi.CodeInternal, err.Error(), exitInternal)
+	}
+	return printJSON(res, 0)
+}
+
+func printJSON(v any, status int) int {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		fmt.Fprintf(os.Stderr, "scratchrun: write result: %v\n", err)
+		return exitInternal
+	}
+	return status
+}
+
+func printError(code, message string, status int) int {
+	type body struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}
+	return printJSON(map[string]body{"error": {Code: code, Message: message}}, status)
+}
+
+// printHuman writes the program's output as it is, returned files into
+// outDir, notes on stderr, and exits with the program's exit code.
+func printHuman(res execapi.Result, outDir string) int {
+	os.Stdout.WriteString(res.Stdout)
+	os.Stderr.WriteString(res.Stderr)
+	paths := make([]string, 0, len(res.Files))
+	for p := range res.Files {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	written := map[string]string{}
+	for _, p := range paths {
+		data, err := base64.StdEncoding.DecodeString(res.Files[p])
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "scratchrun: returned file %s: %v\n", p, err)
+			continue
+		}
+		name := filepath.Base(p)
+		if other, clash := written[name]; clash {
+			fmt.Fprintf(os.Stderr, "scratchrun: returned files %s and %s share a name; keeping the first\n", other, p)
+			continue
+		}
+		target := filepath.Join(outDir, name)
+		if err := os.WriteFile(target, data, 0o644); err != nil {
+			fmt.Fprintf(os.Stderr, "scratchrun: write %s: %v\n", target, err)
+			continue
+		}
+		written[name] = p
+		fmt.Fprintf(os.Stderr, "scratchrun: wrote %s (%d bytes) from %s\n", target, len(data), p)
+	}
+	if res.Note != "" {
+		fmt.Fprintf(os.Stderr, "scratchrun: note: %s\n", res.Note)
+	}
+	if !res.StatePurged {
+		fmt.Fprintln(os.Stderr, "scratchrun: warning: sandbox teardown could not be verified")
+	}
+	return res.ExitCode
+}

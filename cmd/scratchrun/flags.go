@@ -1,0 +1,44 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+)
+
+// parseInterspersed parses flags that may come before, between or after
+// positional arguments (`exec --runtime bash script.sh --env A=b`), which the
+// standard flag package stops at, and returns the positional ones.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return positional, nil
+		}
+		// After "--" everything is positional; flag.Parse has consumed it.
+		if i := len(args) - len(rest) - 1; i >= 0 && args[i] == "--" {
+			return append(positional, rest...), nil
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
+}
+
+// listFlag collects a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// keyValue splits NAME=value, naming the flag in its error.
+func keyValue(flagName, s string) (string, string, error) {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || k == "" {
+		return "", "", fmt.Errorf("--%s %q: want NAME=value", flagName, s)
+	}
+	return k, v, nil
+}

@@ -1,0 +1,70 @@
+// Command scratchrun runs untrusted code for AI agents in fresh, isolated
+// sandboxes: from the command line (exec), as an MCP server (mcp) or as an HTTP
+// API (serve). This file only dispatches; each subcommand has its own file.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces"
+)
+
+// Exit statuses of the CLI itself (the exec subcommand otherwise exits with
+// the sandboxed program's status).
+const (
+	exitInternal = 1
+	exitUsage    = 2
+)
+
+func main() {
+	// A re-executed copy of this binary may be a sandbox's init.
+	namespaces.RunInitIfRequested()
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	if len(args) == 0 {
+		usage()
+		return exitUsage
+	}
+	switch args[0] {
+	case "exec":
+		return cmdExec(args[1:])
+	case "images":
+		return cmdImages(args[1:])
+	case "version", "--version":
+		fmt.Println("scratchrun", version)
+		return 0
+	case "help", "-h", "--help":
+		usage()
+		return 0
+	default:
+		fmt.Fprintf(os.Stderr, "scratchrun: unknown command %q\n\n", args[0])
+		usage()
+		return exitUsage
+	}
+}
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func usage() {
+	fmt.Fprint(os.Stderr, `usage: scratchrun COMMAND [flags]
+
+commands:
+  exec      run code in a fresh sandbox
+              scratchrun exec --runtime python3.13 --code 'print(1)'
+              scratchrun exec --runtime bash script.sh --env NAME=value --file /tmp/in.csv=@data.csv --return /tmp/out.png
+              scratchrun exec --request req.json      (or - for stdin; prints the result JSON)
+  images    manage runtime images
+              scratchrun images build [RUNTIME|IMAGE...] [--force]
+              scratchrun images list
+              scratchrun images import NAME ROOTFS.tar --command 'CMD ... {file}' --file main.ext
+              scratchrun images prune
+  version   print the version
+
+Run 'scratchrun COMMAND --help' for a command's flags. Operator settings are
+environment variables; see README.md ("Configuration").
+`)
+}

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/scratchrun/scratchrun/internal/leakcheck"
+)
+
+// These tests build the real binary and drive it as a user would, on the real
+// images (run `scratchrun images build` first; missing images fail the tests).
+
+var (
+	binary   string
+	leakOpts = leakcheck.Options{CgroupParent: "scratchrun", MountMarkers: []string{"/run/scratchrun", "/var/lib/scratchrun"}}
+)
+
+func TestMain(m *testing.M) {
+	// World-readable so that the unprivileged-user test can execute it.
+	dir, err := os.MkdirTemp("", "scratchrun-cli-test-")
+	if err == nil {
+		err = os.Chmod(dir, 0o755)
+	}
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "scratchrun")
+	build := exec.Command("go", "build", "-o", binary, ".")
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		os.RemoveAll(dir)
+		panic("build scratchrun: " + err.Error())
+	}
+	before := leakcheck.Take(leakOpts)
+	code := m.Run()
+	if code == 0 {
+		if left := leakcheck.WaitClean(before, leakOpts, 5*time.Second); len(left) > 0 {
+			os.Stderr.WriteString("CLI suite left behind:\n  " + strings.Join(left, "\n  ") + "\n")
+			code = 1
+		}
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type cliResult struct {
+	stdout, stderr string
+	code           int
+}
+
+// scratchrun runs the binary in dir with args and optional stdin.
+func scratchrun(t *testing.T, dir, stdin string, args ...string) cliResult {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Dir = dir
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run scratchrun %v: %v", args, err)
+	}
+	return cliResult{out.String(), errb.String(), code}
+}
+
+func TestExecCode(t *testing.T) {
+	r := scratchrun(t, t.TempDir(), "", "exec", "--runtime", "python3.13", "--code", "print(1)")
+	if r.code != 0 || r.stdout != "1\n" {
+		t.Fatalf("exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+// The README's second form: a script file, env, an input file from the host,
+// a returned file written into the current directory, and the exit code.
+func TestExecScriptWithEnvFilesAndReturn(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "script.sh"), []byte("cat /tmp/in.csv | tr a-z A-Z > /tmp/out.csv\necho \"hello $NAME\"\necho warn >&2\nexit 3\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "data.csv"), []byte("a,b\n1,2\n"), 0o644)
+	r := scratchrun(t, dir, "", "exec", "--runtime", "bash", "script.sh", "--env", "NAME=value",
+		"--file", "/tmp/in.csv=@data.csv", "--return", "/tmp/out.csv")
+	if r.code != 3 || r.stdout != "hello value\n" || !strings.HasPrefix(r.stderr, "warn\n") {
+		t.Fatalf("exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "out.csv"))
+	if err != nil || string(got) != "A,B\n1,2\n" {
+		t.Errorf("out.csv = %q, %v", got, err)
+	}
+}
+
+// --request prints exactly the contract's result JSON.
+func TestExecRequestJSON(t *testing.T) {
+	dir := t.TempDir()
+	req := `{"runtime": "python3.13", "code": "import os\nprint(os.environ['K'])\nopen('/tmp/o.bin','wb').write(bytes(range(256)))",
+	         "limits": {"timeout_ms": 5000, "memory_mb": 128}, "env": {"K": "v"},
+	         "files": {"/tmp/in.txt": "x"}, "return_files": ["/tmp/o.bin", "/tmp/missing"], "unknown_field": 1}`
+	os.WriteFile(filepath.Join(dir, "req.json"), []byte(req), 0o644)
+	for _, args := range [][]string{{"exec", "--request", "req.json"}, {"exec", "--request", "-"}} {
+		stdin := ""
+		if args[2] == "-" {
+			stdin = req
+		}
+		r := scratchrun(t, dir, stdin, args...)
+		if r.code != 0 {
+			t.Fatalf("%v: exit %d stderr %q", args, r.code, r.stderr)
+		}
+		var res map[string]any
+		if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+			t.Fatalf("%v: not JSON: %v\n%s", args, err, r.stdout)
+		}
+		for _, k := range []string{"exit_code", "stdout", "stderr", "execution_ms", "state_purged", "files", "note"} {
+			if _, ok := res[k]; !ok {
+				t.Errorf("result lacks %q: %s", k, r.stdout)
+			}
+		}
+		if len(res) != 7 {
+			t.Errorf("result has %d fields, want exactly 7: %s", len(res), r.stdout)
+		}
+		if res["stdout"] != "v\n" || res["state_purged"] != true {
+			t.Errorf("result %s", r.stdout)
+		}
+		files := res["files"].(map[string]any)
+		if files["/tmp/o.bin"] == nil || !strings.Contains(res["note"].(string), "/tmp/missing") {
+			t.Errorf("files %v note %q", files, res["note"])
+		}
+	}
+}
+
+func TestExecBadInputExits2(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "bad.json"), []byte(`{"runtime": "bash", "code": "x", "limits": {"timeout_ms": "soon"}}`), 0o644)
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"exec", "--runtime", "cobol", "--code", "x"}, "installed runtimes"},
+		{[]string{"exec", "--runtime", "bash", "--code", "x", "--timeout-ms", "99999"}, "limits.timeout_ms"},
+		{[]string{"exec", "--runtime", "bash", "--code", "x", "--return", "relative.txt"}, "return_files[0]"},
+		{[]string{"exec", "--runtime", "bash", "--code", "x", "--env", "NOEQUALS"}, "--env"},
+		{[]string{"exec", "--request", "bad.json"}, "limits.timeout_ms"},
+		{[]string{"exec", "--no-such-flag"}, "no-such-flag"},
+	}
+	for _, c := range cases {
+		r := scratchrun(t, dir, "", c.args...)
+		if r.code != 2 || !strings.Contains(r.stdout+r.stderr, c.want) {
+			t.Errorf("%v: exit %d, output %q %q; want exit 2 mentioning %q", c.args, r.code, r.stdout, r.stderr, c.want)
+		}
+	}
+	r := scratchrun(t, dir, "", "exec", "--request", "bad.json")
+	if !strings.Contains(r.stdout, `"code": "invalid_request"`) {
+		t.Errorf("--request error is not the contract's error JSON: %q", r.stdout)
+	}
+}
+
+func TestImagesList(t *testing.T) {
+	r := scratchrun(t, t.TempDir(), "", "images", "list")
+	if r.code != 0 {
+		t.Fatalf("exit %d stderr %q", r.code, r.stderr)
+	}
+	for _, want := range []string{"trixie", "bookworm", "python3.13", "python3.11", "node20", "bash"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("images list lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}

@@ -1,0 +1,211 @@
+package engine
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/scratchrun/scratchrun/internal/execapi"
+	"github.com/scratchrun/scratchrun/internal/images"
+	"github.com/scratchrun/scratchrun/internal/sandbox"
+)
+
+// codeDir is where the request's code is written inside the sandbox.
+const codeDir = "/code"
+
+// workDir is the program's working directory: writable, RAM-backed, so that
+// relative paths in user code land somewhere return_files can name.
+const workDir = "/tmp"
+
+// basePath is the PATH every runtime starts with.
+const basePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// Engine runs requests in local sandboxes. It is safe for concurrent use.
+type Engine struct {
+	cfg     Config
+	store   *images.Store
+	backend sandbox.Backend
+	slots   chan struct{}
+	log     *slog.Logger
+	hostEnv []string
+}
+
+var _ execapi.Executor = (*Engine)(nil)
+
+// New makes an engine over an image store and a backend.
+func New(cfg Config, store *images.Store, backend sandbox.Backend) (*Engine, error) {
+	if store == nil || backend == nil {
+		return nil, errors.New("engine needs an image store and a backend")
+	}
+	if cfg.MaxConcurrent <= 0 {
+		cfg.MaxConcurrent = DefaultMaxConcurrent(totalMemory(), cfg.Policy.MaxMemoryMB)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	e := &Engine{cfg: cfg, store: store, backend: backend, slots: make(chan struct{}, cfg.MaxConcurrent), log: cfg.Logger}
+	for _, name := range cfg.PassHostEnv {
+		if v, ok := os.LookupEnv(name); ok {
+			e.hostEnv = append(e.hostEnv, name+"="+v)
+		}
+	}
+	return e, nil
+}
+
+// Capacity is how many sandboxes may run at once.
+func (e *Engine) Capacity() int { return cap(e.slots) }
+
+// Backend is the isolation backend in use.
+func (e *Engine) Backend() sandbox.Backend { return e.backend }
+
+// Runtimes lists the runtimes this engine can run now.
+func (e *Engine) Runtimes() []images.Runtime { return e.store.Installed() }
+
+// Exec implements execapi.Executor.
+func (e *Engine) Exec(ctx context.Context, req execapi.Request, events execapi.EventSink) (execapi.Result, error) {
+	admitted := time.Now()
+	checked, err := e.cfg.Policy.Validate(req)
+	if err != nil {
+		return execapi.Result{}, err
+	}
+	resolved, err := e.store.Resolve(checked.Runtime)
+	if err != nil {
+		return execapi.Result{}, &execapi.ValidationError{Field: "runtime", Message: err.Error()}
+	}
+	select {
+	case e.slots <- struct{}{}:
+	case <-ctx.Done():
+		return execapi.Result{}, fmt.Errorf("%w: %v", execapi.ErrAtCapacity, ctx.Err())
+	}
+	defer func() { <-e.slots }()
+
+	var emitMu sync.Mutex
+	emit := func(kind execapi.EventKind, data []byte) {
+		if events == nil {
+			return
+		}
+		emitMu.Lock()
+		defer emitMu.Unlock()
+		events(execapi.Event{Kind: kind, Data: data, Elapsed: time.Since(admitted)})
+	}
+	return e.run(ctx, checked, resolved, emit)
+}
+
+func (e *Engine) run(ctx context.Context, c execapi.Checked, rt images.Resolved, emit func(execapi.EventKind, []byte)) (execapi.Result, error) {
+	memory := int64(c.MemoryMB) << 20
+	sb, err := e.backend.Create(ctx, sandbox.Config{
+		Image:         sandbox.Image{RootFS: rt.RootFS, UIDBase: rt.UIDBase},
+		MemoryBytes:   memory,
+		MaxPids:       e.cfg.MaxPids,
+		CPUs:          e.cfg.CPUs,
+		WritableBytes: e.cfg.WritableBytes,
+		TmpBytes:      e.cfg.TmpBytes,
+		MaxInodes:     e.cfg.MaxInodes,
+	})
+	if err != nil {
+		return execapi.Result{}, err
+	}
+	emit(execapi.EventStarted, nil)
+	stdout := &cappedOutput{limit: e.cfg.OutputLimitBytes, kind: execapi.EventStdout, emit: emit}
+	stderr := &cappedOutput{limit: e.cfg.OutputLimitBytes, kind: execapi.EventStderr, emit: emit}
+	job := e.job(c, rt.Runtime, memory, stdout, stderr)
+
+	outcome, runErr := sb.Run(ctx, job)
+	teardown := sb.Destroy()
+	if !teardown.Purged {
+		e.log.Error("sandbox teardown incomplete", "sandbox", sb.ID(), "err", teardown.Err)
+	}
+	if runErr != nil {
+		return execapi.Result{}, runErr
+	}
+	return e.result(c, outcome, teardown, stdout, stderr), nil
+}
+
+// job turns a checked request into the backend's job: the code becomes a file
+// in /code named as the runtime wants, and the command names it.
+func (e *Engine) job(c execapi.Checked, rt images.Runtime, memory int64, stdout, stderr *cappedOutput) sandbox.Job {
+	codePath := path.Join(codeDir, rt.File)
+	argv := make([]string, len(rt.Command))
+	for i, a := range rt.Command {
+		argv[i] = strings.ReplaceAll(a, "{file}", codePath)
+	}
+	files := make([]sandbox.File, 0, len(c.Files)+1)
+	for _, f := range c.Files {
+		files = append(files, sandbox.File{Path: f.Path, Data: f.Data})
+	}
+	// Last, so that a file of the same path cannot replace the code.
+	files = append(files, sandbox.File{Path: codePath, Data: []byte(c.Code)})
+	return sandbox.Job{
+		Argv:           argv,
+		Env:            e.environment(c, rt),
+		Dir:            workDir,
+		Files:          files,
+		ReturnFiles:    c.ReturnFiles,
+		MaxReturnBytes: e.cfg.MaxReturnBytes,
+		Timeout:        c.Timeout,
+		MemoryBytes:    memory,
+		Stdout:         stdout,
+		Stderr:         stderr,
+	}
+}
+
+// environment layers, later winning: base, host pass-through, runtime, request.
+func (e *Engine) environment(c execapi.Checked, rt images.Runtime) []string {
+	env := map[string]string{
+		"PATH": basePath, "HOME": "/root", "LANG": "C.UTF-8", "TMPDIR": "/tmp", "HOSTNAME": "sandbox",
+	}
+	for _, kv := range e.hostEnv {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	for k, v := range rt.Env {
+		env[k] = v
+	}
+	for k, v := range c.Env {
+		env[k] = v
+	}
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (e *Engine) result(c execapi.Checked, o sandbox.Outcome, t sandbox.Teardown, stdout, stderr *cappedOutput) execapi.Result {
+	r := execapi.Result{
+		ExitCode:    o.ExitCode,
+		Stdout:      stdout.text(),
+		Stderr:      stderr.text(),
+		ExecutionMS: o.Duration.Milliseconds(),
+		StatePurged: t.Purged,
+		Files:       map[string]string{},
+	}
+	switch {
+	case o.TimedOut:
+		r.ExitCode = execapi.ExitTimeout
+		r.AddNote(fmt.Sprintf("The program was killed at the %d ms timeout (exit code 124)", c.Timeout.Milliseconds()))
+	case o.OOMKilled:
+		r.AddNote(fmt.Sprintf("The memory limit of %d MB was hit and the kernel killed the program (exit code %d)", c.MemoryMB, r.ExitCode))
+	}
+	r.AddNote(stdout.note("stdout"))
+	r.AddNote(stderr.note("stderr"))
+	for _, n := range o.Notes {
+		r.AddNote(n)
+	}
+	for p, data := range o.Files {
+		r.Files[p] = base64.StdEncoding.EncodeToString(data)
+	}
+	if !t.Purged {
+		r.AddNote("Teardown of the sandbox could not be verified")
+	}
+	return r
+}

@@ -1,0 +1,127 @@
+package engine
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/scratchrun/scratchrun/internal/execapi"
+	"github.com/scratchrun/scratchrun/internal/images"
+	"github.com/scratchrun/scratchrun/internal/leakcheck"
+	"github.com/scratchrun/scratchrun/internal/sandbox"
+	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces"
+)
+
+// These tests run real sandboxes on real images: they need root (or user
+// namespaces) and `scratchrun images build` to have run. Missing images fail
+// the tests rather than skip them: a suite that silently tests nothing is worse
+// than a red one.
+
+const testStateDir = "/run/scratchrun-enginetest"
+
+var (
+	testStore   *images.Store
+	testBackend *countingBackend
+	leakOpts    = leakcheck.Options{CgroupParent: "scratchrun-enginetest", MountMarkers: []string{testStateDir, "/var/lib/scratchrun"}}
+	suiteBefore leakcheck.Snapshot
+)
+
+func TestMain(m *testing.M) {
+	namespaces.RunInitIfRequested()
+	suiteBefore = leakcheck.Take(leakOpts)
+	code := m.Run()
+	if code == 0 {
+		if left := leakcheck.WaitClean(suiteBefore, leakOpts, 5*time.Second); len(left) > 0 {
+			os.Stderr.WriteString("leak check after the whole engine suite failed:\n  " + strings.Join(left, "\n  ") + "\n")
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// countingBackend wraps the real backend to count sandboxes created, so tests
+// can prove that bad input never reaches one.
+type countingBackend struct {
+	sandbox.Backend
+	created atomic.Int64
+}
+
+func (c *countingBackend) Create(ctx context.Context, cfg sandbox.Config) (sandbox.Sandbox, error) {
+	c.created.Add(1)
+	return c.Backend.Create(ctx, cfg)
+}
+
+func dataDir() string {
+	if d := os.Getenv("SCRATCHRUN_DATA_DIR"); d != "" {
+		return d
+	}
+	return "/var/lib/scratchrun"
+}
+
+// newTestEngine returns an engine over the real image store and backend.
+func newTestEngine(t testing.TB, mutate func(*Config)) *Engine {
+	t.Helper()
+	if testStore == nil {
+		st, err := images.OpenStore(images.Options{Root: dataDir(), UIDBase: 1_000_000_000})
+		if err != nil {
+			t.Fatalf("open image store: %v", err)
+		}
+		if len(st.Installed()) == 0 {
+			t.Fatalf("no runtime images in %s: run `scratchrun images build` first", dataDir())
+		}
+		testStore = st
+		b, err := namespaces.New(namespaces.Options{StateDir: testStateDir, CgroupParent: "scratchrun-enginetest"})
+		if err != nil {
+			t.Fatalf("namespaces backend: %v", err)
+		}
+		testBackend = &countingBackend{Backend: b}
+	}
+	cfg := DefaultConfig()
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	e, err := New(cfg, testStore, testBackend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// run executes req and fails the test on an error (not on a non-zero exit).
+func run(t testing.TB, e *Engine, req execapi.Request) execapi.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := e.Exec(ctx, req, nil)
+	if err != nil {
+		t.Fatalf("exec %s: %v", req.Runtime, err)
+	}
+	if !res.StatePurged {
+		t.Errorf("state_purged is false: %s", res.Note)
+	}
+	return res
+}
+
+// requireRuntime fails when the runtime's image is missing.
+func requireRuntime(t *testing.T, name string) {
+	t.Helper()
+	if _, err := testStore.Resolve(name); err != nil {
+		t.Fatalf("%v", err)
+	}
+}
+
+// hostSecretFile creates a file on the host that no sandbox may ever read.
+func hostSecretFile(t *testing.T) (path, secret string) {
+	t.Helper()
+	secret = "host-secret-" + filepath.Base(t.TempDir())
+	path = filepath.Join(os.TempDir(), secret)
+	if err := os.WriteFile(path, []byte(secret), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(path) })
+	return path, secret
+}

@@ -1,0 +1,66 @@
+package engine
+
+import (
+	"fmt"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/scratchrun/scratchrun/internal/execapi"
+)
+
+// cappedOutput keeps the first limit bytes of a stream and counts the rest.
+// It never returns an error, so the sandbox's pipe keeps draining and a
+// program printing without end finishes (or times out) instead of blocking.
+type cappedOutput struct {
+	limit   int
+	kind    execapi.EventKind
+	emit    func(execapi.EventKind, []byte)
+	mu      sync.Mutex
+	buf     []byte
+	dropped int64
+}
+
+func (c *cappedOutput) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	room := c.limit - len(c.buf)
+	keep := p
+	if len(keep) > room {
+		keep = keep[:max(room, 0)]
+	}
+	c.dropped += int64(len(p) - len(keep))
+	if len(keep) > 0 {
+		c.buf = append(c.buf, keep...)
+		if c.emit != nil {
+			c.emit(c.kind, append([]byte(nil), keep...))
+		}
+	}
+	return len(p), nil
+}
+
+// text returns the kept output; a multi-byte character cut by the cap is
+// dropped rather than returned broken.
+func (c *cappedOutput) text() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b := c.buf
+	if c.dropped > 0 {
+		for i := 0; i < utf8.UTFMax && len(b) > 0; i++ {
+			r, size := utf8.DecodeLastRune(b)
+			if r != utf8.RuneError || size != 1 {
+				break
+			}
+			b = b[:len(b)-1]
+		}
+	}
+	return string(b)
+}
+
+func (c *cappedOutput) note(name string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dropped == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s was cut at %d bytes; %d more bytes were dropped", name, c.limit, c.dropped)
+}

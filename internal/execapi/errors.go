@@ -1,0 +1,38 @@
+package execapi
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Error codes shared by every front end (HTTP bodies, MCP tool errors, CLI).
+const (
+	CodeInvalidRequest = "invalid_request"
+	CodeAtCapacity     = "at_capacity"
+	CodeInternal       = "internal"
+)
+
+// ValidationError says which field of a Request is wrong and why. Front ends
+// map it to HTTP 400, an MCP tool error or CLI exit status 2.
+type ValidationError struct {
+	// Field is the JSON path of the offending field, e.g. "limits.timeout_ms"
+	// or `files["/proc/x"]`.
+	Field string
+	// Message says what is wrong in words a model can act on.
+	Message string
+}
+
+func (e *ValidationError) Error() string { return e.Field + ": " + e.Message }
+
+func invalid(field, format string, args ...any) *ValidationError {
+	return &ValidationError{Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// IsValidation reports whether err is (or wraps) a *ValidationError.
+func IsValidation(err error) bool {
+	var v *ValidationError
+	return errors.As(err, &v)
+}
+
+// ErrAtCapacity is returned (wrapped) when no sandbox could be had in time.
+var ErrAtCapacity = errors.New("at capacity: every sandbox slot is busy, retry shortly")

@@ -1,0 +1,42 @@
+package execapi
+
+import (
+	"context"
+	"time"
+)
+
+// Executor runs one request in a fresh sandbox. The local engine, the HTTP
+// client of a remote server and (later) a cluster scheduler implement it; front
+// ends hold one and never know which.
+//
+// Exec returns a *ValidationError for bad input (before any sandbox starts), an
+// error wrapping ErrAtCapacity when no sandbox could be had, another error when
+// the sandbox itself failed, and otherwise a Result, whatever the program did.
+// Cancelling ctx kills the sandbox at once.
+type Executor interface {
+	Exec(ctx context.Context, req Request, events EventSink) (Result, error)
+}
+
+// EventKind says what an Event carries.
+type EventKind string
+
+// Event kinds, in the order a run emits them.
+const (
+	EventStarted EventKind = "started"
+	EventStdout  EventKind = "stdout"
+	EventStderr  EventKind = "stderr"
+)
+
+// Event is progress of a run in flight: its start, and output as it arrives.
+type Event struct {
+	Kind EventKind
+	// Data is a chunk of output for EventStdout/EventStderr, already counted
+	// against the output cap (chunks past the cap are not sent).
+	Data []byte
+	// Elapsed is the time since the run was admitted.
+	Elapsed time.Duration
+}
+
+// EventSink receives events of one run; it may be nil. It is called from the
+// run's goroutines, one call at a time, and must return quickly.
+type EventSink func(Event)

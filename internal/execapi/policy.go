@@ -1,0 +1,42 @@
+package execapi
+
+import "time"
+
+// Policy holds the operator's defaults and maxima that validation applies.
+// The zero value is not useful; start from DefaultPolicy.
+type Policy struct {
+	DefaultTimeout  time.Duration
+	MaxTimeout      time.Duration
+	DefaultMemoryMB int
+	MaxMemoryMB     int
+	// MinMemoryMB keeps a caller from asking for a limit no interpreter starts in.
+	MinMemoryMB int
+	// MaxCodeBytes bounds Code.
+	MaxCodeBytes int
+	// MaxFiles bounds len(Files)+len(FilesBase64); MaxFileBytes their decoded total.
+	MaxFiles     int
+	MaxFileBytes int
+	// MaxReturnFiles bounds len(ReturnFiles).
+	MaxReturnFiles int
+	// MaxEnv bounds the number of Env entries; MaxEnvBytes their total size.
+	MaxEnv      int
+	MaxEnvBytes int
+}
+
+// DefaultPolicy is the contract's documented defaults: timeout 10 s (max 30 s),
+// memory 256 MB (max 512 MB).
+func DefaultPolicy() Policy {
+	return Policy{
+		DefaultTimeout:  10 * time.Second,
+		MaxTimeout:      30 * time.Second,
+		DefaultMemoryMB: 256,
+		MaxMemoryMB:     512,
+		MinMemoryMB:     16,
+		MaxCodeBytes:    1 << 20,
+		MaxFiles:        100,
+		MaxFileBytes:    8 << 20,
+		MaxReturnFiles:  20,
+		MaxEnv:          100,
+		MaxEnvBytes:     64 << 10,
+	}
+}

@@ -1,0 +1,118 @@
+package sandbox
+
+import (
+	"context"
+	"io"
+	"time"
+)
+
+// Backend creates sandboxes of one isolation kind.
+type Backend interface {
+	// Name is the isolation level's name, e.g. "namespaces".
+	Name() string
+	// Create prepares a sandbox ready to take one Job: namespaces, mounts and
+	// limits are in place and no user code has run. The caller must call
+	// Destroy on the result, whatever happens next.
+	Create(ctx context.Context, cfg Config) (Sandbox, error)
+	// Limitations lists, once, what this backend cannot enforce on this host
+	// (empty when everything is enforced).
+	Limitations() []string
+}
+
+// Sandbox is one created sandbox. Run may be called at most once.
+type Sandbox interface {
+	// ID is the sandbox's unique name (also its cgroup's name).
+	ID() string
+	// Run runs job and returns what it did. Cancelling ctx kills everything in
+	// the sandbox at once; Run then returns ctx's error.
+	Run(ctx context.Context, job Job) (Outcome, error)
+	// Destroy kills whatever is left and releases every resource. It reports
+	// whether teardown verifiably finished.
+	Destroy() Teardown
+}
+
+// Image is the read-only root file system a sandbox runs on.
+type Image struct {
+	// RootFS is the host directory holding the image's tree.
+	RootFS string
+	// UIDBase is the host uid that the image's uid 0 is owned by: the sandbox's
+	// user namespace maps its 0..65535 there.
+	UIDBase uint32
+}
+
+// Config fixes what a sandbox is created with.
+type Config struct {
+	Image Image
+	// MemoryBytes is the initial memory limit (swap included); Job may lower or
+	// raise it before the code starts.
+	MemoryBytes int64
+	// MaxPids caps processes and threads together (fork bombs stop here).
+	MaxPids int64
+	// CPUs caps CPU time in cores.
+	CPUs float64
+	// WritableBytes caps the RAM-backed writable layer over the image.
+	WritableBytes int64
+	// TmpBytes caps the RAM-backed /tmp.
+	TmpBytes int64
+	// MaxInodes caps the number of files in each writable file system.
+	MaxInodes int64
+}
+
+// File is written into the sandbox before the job's command starts.
+type File struct {
+	Path string
+	Data []byte
+}
+
+// Job is the one program a sandbox runs.
+type Job struct {
+	// Argv is the command line inside the sandbox; Argv[0] is an absolute path.
+	Argv []string
+	// Env is the complete environment, as KEY=value strings.
+	Env []string
+	// Dir is the working directory inside the sandbox.
+	Dir string
+	// Files are written (with their parent directories) before Argv starts.
+	Files []File
+	// ReturnFiles are read after the program ends, never following a link out
+	// of the sandbox.
+	ReturnFiles []string
+	// MaxReturnBytes caps the total size of returned files.
+	MaxReturnBytes int64
+	// Timeout is the wall-clock limit after which everything is killed.
+	Timeout time.Duration
+	// MemoryBytes, when non-zero, replaces the Config's memory limit.
+	MemoryBytes int64
+	// Stdout and Stderr receive the program's output as it is produced.
+	// The backend does not cap them; the caller's writers do.
+	Stdout, Stderr io.Writer
+}
+
+// Outcome is what a job did.
+type Outcome struct {
+	// ExitCode is the exit status of the job's main process (0..255), or
+	// 128+Signal when a signal ended it.
+	ExitCode int
+	// Signal is the signal that ended the main process, 0 if it exited.
+	Signal int
+	// TimedOut is true when the wall-clock limit killed the job.
+	TimedOut bool
+	// OOMKilled is true when the memory limit made the kernel kill a process.
+	OOMKilled bool
+	// Duration is the time the main process ran.
+	Duration time.Duration
+	// Files holds the return files that existed and fit.
+	Files map[string][]byte
+	// Notes say, one sentence each, why a return file is missing or what else
+	// the caller must know.
+	Notes []string
+}
+
+// Teardown reports how destroying a sandbox went.
+type Teardown struct {
+	// Purged is true only when no process, mount, cgroup or namespace of the
+	// sandbox is left.
+	Purged bool
+	// Err says what was left, when Purged is false.
+	Err error
+}

@@ -1,0 +1,324 @@
+package cgroups
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Limits are what one sandbox's group enforces. Zero fields are left unlimited.
+type Limits struct {
+	// MemoryBytes caps memory, swap included.
+	MemoryBytes int64
+	// MaxPids caps processes and threads together.
+	MaxPids int64
+	// CPUs caps CPU time, in cores (1.5 = one and a half cores).
+	CPUs float64
+}
+
+// Manager creates sandbox groups below one parent directory of the hierarchy.
+type Manager struct {
+	version Version
+	// dirs are the parent directories: one on v2, one per controller on v1.
+	dirs map[string]string
+}
+
+// ErrUnavailable is returned by New when no usable, writable hierarchy exists
+// (an unprivileged user on cgroup v1, say).
+var ErrUnavailable = errors.New("no writable cgroup hierarchy with the memory, pids and cpu controllers")
+
+// New finds the mounted hierarchy and prepares the parent directory named
+// parent (e.g. "scratchrun") below it.
+func New(parent string) (*Manager, error) {
+	if parent == "" || strings.Contains(parent, "..") {
+		return nil, fmt.Errorf("cgroup parent %q is not a plain name", parent)
+	}
+	v2, v1, err := findHierarchies()
+	if err != nil {
+		return nil, err
+	}
+	if v2 != "" {
+		return newV2(v2, parent)
+	}
+	if len(v1) == len(v1Controllers) {
+		return newV1(v1, parent)
+	}
+	return nil, ErrUnavailable
+}
+
+func newV1(mounts map[string]string, parent string) (*Manager, error) {
+	m := &Manager{version: V1, dirs: map[string]string{}}
+	for controller, mnt := range mounts {
+		dir := filepath.Join(mnt, parent)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("%w: create %s: %v", ErrUnavailable, dir, err)
+		}
+		if err := syscall.Access(dir, 2 /* W_OK */); err != nil {
+			return nil, fmt.Errorf("%w: %s is not writable: %v", ErrUnavailable, dir, err)
+		}
+		m.dirs[controller] = dir
+	}
+	return m, nil
+}
+
+func newV2(mnt, parent string) (*Manager, error) {
+	dir := filepath.Join(mnt, parent)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("%w: create %s: %v", ErrUnavailable, dir, err)
+	}
+	if err := syscall.Access(dir, 2 /* W_OK */); err != nil {
+		return nil, fmt.Errorf("%w: %s is not writable: %v", ErrUnavailable, dir, err)
+	}
+	enable := "+" + strings.Join(v2Controllers, " +")
+	// Controllers must be enabled at every level from the mount down to us.
+	for _, d := range []string{mnt, dir} {
+		if err := os.WriteFile(filepath.Join(d, "cgroup.subtree_control"), []byte(enable), 0); err != nil {
+			return nil, fmt.Errorf("%w: enable %s in %s: %v", ErrUnavailable, enable, d, err)
+		}
+	}
+	return &Manager{version: V2, dirs: map[string]string{"": dir}}, nil
+}
+
+// Version reports which hierarchy the manager drives.
+func (m *Manager) Version() Version { return m.version }
+
+// Create makes the group for sandbox id and applies limits.
+func (m *Manager) Create(id string, limits Limits) (*Group, error) {
+	if id == "" || strings.ContainsAny(id, "/.") {
+		return nil, fmt.Errorf("cgroup id %q is not a plain name", id)
+	}
+	g := &Group{version: m.version, dirs: map[string]string{}}
+	for controller, parent := range m.dirs {
+		dir := filepath.Join(parent, id)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			g.Destroy()
+			return nil, fmt.Errorf("create cgroup %s: %w", dir, err)
+		}
+		g.dirs[controller] = dir
+	}
+	if err := g.apply(limits); err != nil {
+		g.Destroy()
+		return nil, err
+	}
+	return g, nil
+}
+
+// SweepOne kills every process left in the group named id (below the
+// parent) and removes it: what a crashed engine left behind. It reports 1 when
+// it removed a group.
+func (m *Manager) SweepOne(id string) (int, error) {
+	g := &Group{version: m.version, dirs: map[string]string{}}
+	for controller, p := range m.dirs {
+		if _, err := os.Stat(filepath.Join(p, id)); err == nil {
+			g.dirs[controller] = filepath.Join(p, id)
+		}
+	}
+	if len(g.dirs) == 0 {
+		return 0, nil
+	}
+	g.KillAll()
+	if err := g.Destroy(); err != nil {
+		return 0, err
+	}
+	return 1, nil
+}
+
+// Leftovers lists group directories below the parent, on every controller
+// (for leak checks and sweeping).
+func (m *Manager) Leftovers() []string {
+	var out []string
+	for _, parent := range m.dirs {
+		entries, _ := os.ReadDir(parent)
+		for _, e := range entries {
+			if e.IsDir() {
+				out = append(out, filepath.Join(parent, e.Name()))
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Group is the control group of one sandbox.
+type Group struct {
+	version Version
+	dirs    map[string]string
+}
+
+func (g *Group) dir(controller string) string {
+	if g.version == V2 {
+		return g.dirs[""]
+	}
+	return g.dirs[controller]
+}
+
+func write(dir, file, value string) error {
+	if err := os.WriteFile(filepath.Join(dir, file), []byte(value), 0); err != nil {
+		return fmt.Errorf("write %s to %s: %w", value, filepath.Join(dir, file), err)
+	}
+	return nil
+}
+
+func (g *Group) apply(l Limits) error {
+	if l.MemoryBytes > 0 {
+		if err := g.SetMemory(l.MemoryBytes); err != nil {
+			return err
+		}
+	}
+	if l.MaxPids > 0 {
+		if err := write(g.dir("pids"), "pids.max", strconv.FormatInt(l.MaxPids, 10)); err != nil {
+			return err
+		}
+	}
+	if l.CPUs > 0 {
+		const period = 100000
+		quota := int64(l.CPUs * period)
+		if g.version == V2 {
+			return write(g.dir("cpu"), "cpu.max", fmt.Sprintf("%d %d", quota, period))
+		}
+		if err := write(g.dir("cpu"), "cpu.cfs_period_us", strconv.Itoa(period)); err != nil {
+			return err
+		}
+		return write(g.dir("cpu"), "cpu.cfs_quota_us", strconv.FormatInt(quota, 10))
+	}
+	return nil
+}
+
+// SetMemory sets the memory limit, swap included, to bytes.
+func (g *Group) SetMemory(bytes int64) error {
+	v := strconv.FormatInt(bytes, 10)
+	dir := g.dir("memory")
+	if g.version == V2 {
+		if err := write(dir, "memory.max", v); err != nil {
+			return err
+		}
+		// No swap at all: a sandbox over its limit is killed, not slowed.
+		if _, err := os.Stat(filepath.Join(dir, "memory.swap.max")); err == nil {
+			return write(dir, "memory.swap.max", "0")
+		}
+		return nil
+	}
+	// memsw must stay >= the plain limit at every moment, so the order depends
+	// on whether the limit goes up or down; trying both orders covers either.
+	memsw := filepath.Join(dir, "memory.memsw.limit_in_bytes")
+	if _, err := os.Stat(memsw); err != nil {
+		return write(dir, "memory.limit_in_bytes", v)
+	}
+	if err := write(dir, "memory.limit_in_bytes", v); err != nil {
+		if err := write(dir, "memory.memsw.limit_in_bytes", v); err != nil {
+			return err
+		}
+		return write(dir, "memory.limit_in_bytes", v)
+	}
+	return write(dir, "memory.memsw.limit_in_bytes", v)
+}
+
+// AddProcess moves pid (all its threads) into the group.
+func (g *Group) AddProcess(pid int) error {
+	seen := map[string]bool{}
+	for _, dir := range g.dirs {
+		if seen[dir] {
+			continue
+		}
+		seen[dir] = true
+		if err := write(dir, "cgroup.procs", strconv.Itoa(pid)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// OOMKills reports how many processes the kernel killed for the memory limit.
+func (g *Group) OOMKills() int64 {
+	file := "memory.oom_control"
+	if g.version == V2 {
+		file = "memory.events"
+	}
+	data, err := os.ReadFile(filepath.Join(g.dir("memory"), file))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "oom_kill" {
+			n, _ := strconv.ParseInt(f[1], 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// Procs lists the pids in the group (on every controller).
+func (g *Group) Procs() []int {
+	set := map[int]bool{}
+	for _, dir := range g.dirs {
+		data, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(data)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				set[pid] = true
+			}
+		}
+	}
+	out := make([]int, 0, len(set))
+	for pid := range set {
+		out = append(out, pid)
+	}
+	return out
+}
+
+// KillAll sends SIGKILL to every process in the group until it is empty or a
+// second has passed. It reports whether the group ended empty.
+func (g *Group) KillAll() bool {
+	if g.version == V2 {
+		_ = write(g.dir(""), "cgroup.kill", "1")
+	}
+	deadline := time.Now().Add(time.Second)
+	for {
+		procs := g.Procs()
+		if len(procs) == 0 {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		for _, pid := range procs {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// Destroy removes the group's directories. The group must be empty; Destroy
+// retries briefly because the kernel releases a group just after its last task
+// is reaped.
+func (g *Group) Destroy() error {
+	var errs []error
+	for controller, dir := range g.dirs {
+		var err error
+		for range 200 {
+			err = os.Remove(dir)
+			if err == nil || os.IsNotExist(err) {
+				err = nil
+				break
+			}
+			if !errors.Is(err, syscall.EBUSY) {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", dir, err))
+			continue
+		}
+		delete(g.dirs, controller)
+	}
+	return errors.Join(errs...)
+}

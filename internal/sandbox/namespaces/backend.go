@@ -1,0 +1,245 @@
+package namespaces
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/scratchrun/scratchrun/internal/sandbox"
+	"github.com/scratchrun/scratchrun/internal/sandbox/cgroups"
+)
+
+// Options configure the backend.
+type Options struct {
+	// StateDir holds the init binary and the mount point sandboxes build on.
+	// Default: /run/scratchrun as root, $XDG_RUNTIME_DIR/scratchrun (or
+	// /tmp/scratchrun-UID) otherwise.
+	StateDir string
+	// CgroupParent names the cgroup directory all sandboxes live under.
+	CgroupParent string
+	// Logger receives the backend's own diagnostics (never user data).
+	Logger *slog.Logger
+}
+
+// Backend creates namespace sandboxes.
+type Backend struct {
+	opts        Options
+	cgroups     *cgroups.Manager
+	initPath    string
+	mountDir    string
+	rootless    bool
+	instance    string
+	seq         atomic.Uint64
+	limitations []string
+}
+
+var _ sandbox.Backend = (*Backend)(nil)
+
+// DefaultStateDir is where the backend keeps its files when Options.StateDir
+// is empty.
+func DefaultStateDir() string {
+	if os.Geteuid() == 0 {
+		return "/run/scratchrun"
+	}
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "scratchrun")
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("scratchrun-%d", os.Getuid()))
+}
+
+// New prepares the backend: it checks that user namespaces work, copies the
+// init binary where a sandbox's unprivileged uid can execute it, finds the
+// cgroup hierarchy and removes what a crashed engine left behind.
+func New(opts Options) (*Backend, error) {
+	if opts.StateDir == "" {
+		opts.StateDir = DefaultStateDir()
+	}
+	if opts.CgroupParent == "" {
+		opts.CgroupParent = "scratchrun"
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	b := &Backend{opts: opts, rootless: os.Geteuid() != 0}
+	if err := checkUserNamespaces(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(opts.StateDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create state directory %s: %w", opts.StateDir, err)
+	}
+	// The sandbox's root maps to an unprivileged host uid, which must be able
+	// to reach the init binary and the mount point.
+	if err := os.Chmod(opts.StateDir, 0o755); err != nil {
+		return nil, fmt.Errorf("chmod %s: %w", opts.StateDir, err)
+	}
+	b.mountDir = filepath.Join(opts.StateDir, "mnt")
+	if err := os.MkdirAll(b.mountDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create mount point %s: %w", b.mountDir, err)
+	}
+	var err error
+	if b.initPath, err = installInitBinary(opts.StateDir); err != nil {
+		return nil, err
+	}
+	b.instance, err = instanceName(os.Getpid())
+	if err != nil {
+		return nil, err
+	}
+	b.cgroups, err = cgroups.New(opts.CgroupParent)
+	if err != nil {
+		b.cgroups = nil
+		b.limitations = append(b.limitations,
+			fmt.Sprintf("memory, process-count and CPU limits are NOT enforced (%v); timeouts, output caps and file-system size caps are", err))
+	} else if n, err := b.sweep(); err != nil {
+		opts.Logger.Warn("cleaning up sandboxes of an earlier engine", "err", err)
+	} else if n > 0 {
+		opts.Logger.Info("removed sandboxes left by an earlier engine", "count", n)
+	}
+	if b.rootless {
+		b.limitations = append(b.limitations,
+			"running as an ordinary user: the sandbox's root maps to your own uid, and image files owned by other uids are read-only inside")
+	}
+	return b, nil
+}
+
+// Name implements sandbox.Backend.
+func (b *Backend) Name() string { return "namespaces" }
+
+// Limitations implements sandbox.Backend.
+func (b *Backend) Limitations() []string { return b.limitations }
+
+// Cgroups exposes the cgroup manager (nil when limits are not enforced), so
+// that leak checks can list what is left.
+func (b *Backend) Cgroups() *cgroups.Manager { return b.cgroups }
+
+func checkUserNamespaces() error {
+	data, err := os.ReadFile("/proc/sys/user/max_user_namespaces")
+	if err == nil && strings.TrimSpace(string(data)) == "0" {
+		return errors.New("user namespaces are disabled on this host (user.max_user_namespaces = 0)")
+	}
+	if os.Geteuid() != 0 {
+		if data, err := os.ReadFile("/proc/sys/kernel/unprivileged_userns_clone"); err == nil && strings.TrimSpace(string(data)) == "0" {
+			return errors.New("unprivileged user namespaces are disabled (kernel.unprivileged_userns_clone = 0): run as root or enable them")
+		}
+	}
+	return nil
+}
+
+// installInitBinary copies the running executable to dir, world-executable:
+// the sandbox's init runs as an unmapped-to-root uid that may not traverse the
+// directory the engine was started from (/root, a go test temp dir).
+func installInitBinary(dir string) (string, error) {
+	self, err := os.Open("/proc/self/exe")
+	if err != nil {
+		return "", fmt.Errorf("open own executable: %w", err)
+	}
+	defer self.Close()
+	st, err := self.Stat()
+	if err != nil {
+		return "", err
+	}
+	// Name by size and mtime so that concurrent engines from different builds
+	// never overwrite each other's copy.
+	target := filepath.Join(dir, fmt.Sprintf("init-%d-%d", st.Size(), st.ModTime().UnixNano()))
+	if existing, err := os.Stat(target); err == nil && existing.Size() == st.Size() {
+		return target, nil
+	}
+	tmp, err := os.CreateTemp(dir, ".init-*")
+	if err != nil {
+		return "", fmt.Errorf("copy init binary: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := io.Copy(tmp, self); err != nil {
+		tmp.Close()
+		return "", fmt.Errorf("copy init binary: %w", err)
+	}
+	if err := tmp.Chmod(0o755); err != nil {
+		tmp.Close()
+		return "", err
+	}
+	if err := tmp.Close(); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp.Name(), target); err != nil {
+		return "", fmt.Errorf("install init binary: %w", err)
+	}
+	return target, nil
+}
+
+// instanceName identifies this engine process in cgroup names: its pid and
+// start time, so a later engine can tell a dead engine's groups from a live
+// one's.
+func instanceName(pid int) (string, error) {
+	start, err := processStartTime(pid)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("e%d_%d", pid, start), nil
+}
+
+func processStartTime(pid int) (uint64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name may contain spaces and parentheses: fields start after
+	// the last ')'.
+	s := string(data)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(fields) < 20 {
+		return 0, fmt.Errorf("short /proc/%d/stat", pid)
+	}
+	return strconv.ParseUint(fields[19], 10, 64)
+}
+
+// sweep removes the groups of engines that are no longer running.
+func (b *Backend) sweep() (int, error) {
+	removed := 0
+	var errs []error
+	for _, dir := range b.cgroups.Leftovers() {
+		name := filepath.Base(dir)
+		var pid int
+		var start uint64
+		if _, err := fmt.Sscanf(name, "e%d_%d_", &pid, &start); err != nil {
+			continue
+		}
+		if got, err := processStartTime(pid); err == nil && got == start {
+			continue // that engine is alive; its sandboxes are its own
+		}
+		n, err := b.cgroups.SweepOne(name)
+		removed += n
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return removed, errors.Join(errs...)
+}
+
+// Create implements sandbox.Backend.
+func (b *Backend) Create(ctx context.Context, cfg sandbox.Config) (sandbox.Sandbox, error) {
+	id := fmt.Sprintf("%s_%d", b.instance, b.seq.Add(1))
+	s := &nsSandbox{id: id, backend: b}
+	if err := s.start(ctx, cfg); err != nil {
+		s.Destroy()
+		return nil, fmt.Errorf("create sandbox %s: %w", id, err)
+	}
+	return s, nil
+}
+
+func (b *Backend) idMappings(base uint32) (uids, gids []syscall.SysProcIDMap, setgroups bool) {
+	if b.rootless {
+		return []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
+			[]syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}, false
+	}
+	// Root inside is the image's owner outside: an unprivileged uid no host
+	// file belongs to.
+	m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(base), Size: 65536}}
+	return m, m, true
+}

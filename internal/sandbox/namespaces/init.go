@@ -1,0 +1,170 @@
+package namespaces
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"runtime"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/scratchrun/scratchrun/internal/sandbox/seccomp"
+)
+
+// RunInitIfRequested turns the process into a sandbox's init when it was
+// started as one, and never returns in that case. Every binary that creates
+// sandboxes (scratchrun itself, and test binaries) calls it first thing in main
+// or TestMain.
+func RunInitIfRequested() {
+	if len(os.Args) == 0 || os.Args[0] != initArg0 {
+		return
+	}
+	// Capability bounding set, cgroup namespace and the fork of user code are
+	// per-thread in Linux: do all of them on one thread.
+	runtime.LockOSThread()
+	os.Exit(runInit())
+}
+
+func runInit() int {
+	control := os.NewFile(controlFD, "control")
+	status := os.NewFile(statusFD, "status")
+	// User code must not inherit the engine's pipes.
+	unix.CloseOnExec(controlFD)
+	unix.CloseOnExec(statusFD)
+	dec := json.NewDecoder(control)
+	enc := json.NewEncoder(status)
+
+	var setup setupMessage
+	if err := dec.Decode(&setup); err != nil {
+		return 1
+	}
+	if err := buildRoot(setup); err != nil {
+		_ = enc.Encode(readyMessage{Error: err.Error()})
+		return 1
+	}
+	if err := enc.Encode(readyMessage{Ready: true}); err != nil {
+		return 1
+	}
+
+	var job jobMessage
+	if err := dec.Decode(&job); err != nil {
+		// The engine went away or destroyed us unused: nothing to report.
+		return 0
+	}
+	control.Close()
+	result := runJob(job)
+	if err := enc.Encode(result); err != nil {
+		return 1
+	}
+	return 0
+}
+
+// runJob stages files, locks the sandbox down, runs the program, reaps every
+// process and collects the return files.
+func runJob(job jobMessage) resultMessage {
+	res := resultMessage{Files: map[string][]byte{}}
+	if err := writeFiles(job.Files); err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	if err := lockDown(); err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	devNull, err := os.Open("/dev/null")
+	if err != nil {
+		res.Error = fmt.Sprintf("open /dev/null: %v", err)
+		return res
+	}
+	start := time.Now()
+	pid, err := syscall.ForkExec(job.Argv[0], job.Argv, &syscall.ProcAttr{
+		Dir:   job.Dir,
+		Env:   job.Env,
+		Files: []uintptr{devNull.Fd(), 1, 2},
+	})
+	devNull.Close()
+	if err != nil {
+		res.Error = fmt.Sprintf("start %s: %v", job.Argv[0], err)
+		return res
+	}
+	res.Started = true
+
+	var timedOut atomic.Bool
+	timer := time.AfterFunc(job.Timeout, func() {
+		timedOut.Store(true)
+		_ = syscall.Kill(-1, syscall.SIGKILL)
+	})
+	status := reapUntil(pid)
+	res.Duration = time.Since(start)
+	timer.Stop()
+	// Whatever the program left behind (daemons, stray children) dies now,
+	// before return files are read, so nothing can change them under us.
+	_ = syscall.Kill(-1, syscall.SIGKILL)
+	reapAll()
+	res.TimedOut = timedOut.Load()
+
+	switch {
+	case status.Signaled():
+		res.Signal = int(status.Signal())
+		res.ExitCode = 128 + res.Signal
+	default:
+		res.ExitCode = status.ExitStatus()
+	}
+	res.Files, res.Notes = collectFiles(job.ReturnFiles, job.MaxReturnBytes)
+	return res
+}
+
+// reapUntil reaps children (orphans reparent to us, pid 1) until pid exits,
+// and returns pid's status.
+func reapUntil(pid int) syscall.WaitStatus {
+	for {
+		var ws syscall.WaitStatus
+		got, err := syscall.Wait4(-1, &ws, 0, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return ws
+		}
+		if got == pid {
+			return ws
+		}
+	}
+}
+
+// reapAll reaps until no child is left.
+func reapAll() {
+	for {
+		var ws syscall.WaitStatus
+		_, err := syscall.Wait4(-1, &ws, 0, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// lockDown is the last step before user code: a fresh cgroup namespace rooted
+// at the sandbox's cgroup, capabilities cut to Docker's default set, init made
+// unreadable to ptrace, and the seccomp filter (which also sets no_new_privs).
+func lockDown() error {
+	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+		return fmt.Errorf("unshare cgroup namespace: %w", err)
+	}
+	if err := dropBoundingSet(); err != nil {
+		return err
+	}
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("set init non-dumpable: %w", err)
+	}
+	if err := seccomp.Install(); err != nil {
+		return fmt.Errorf("install seccomp filter: %w", err)
+	}
+	return nil
+}
+

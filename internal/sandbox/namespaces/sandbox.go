@@ -1,0 +1,310 @@
+package namespaces
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/scratchrun/scratchrun/internal/sandbox"
+	"github.com/scratchrun/scratchrun/internal/sandbox/cgroups"
+)
+
+// Time allowed for steps the engine waits on. They bound how long a broken or
+// hostile init can hold the engine, not how long user code may run.
+const (
+	setupTimeout = 15 * time.Second
+	// collectGrace is how long init may take after the job's timeout to kill,
+	// reap and read return files before the engine kills the whole sandbox.
+	collectGrace = 3 * time.Second
+	// drainTimeout bounds waiting for output pipes after init is gone.
+	drainTimeout = 5 * time.Second
+	// maxStatusOverhead is room in a status message beyond return files.
+	maxStatusOverhead = 1 << 20
+)
+
+type nsSandbox struct {
+	id      string
+	backend *Backend
+	group   *cgroups.Group
+	cmd     *exec.Cmd
+
+	control        *os.File // engine's end: write
+	status         *os.File // engine's end: read
+	stdout, stderr *os.File // engine's ends: read
+	statusDec      *json.Decoder
+
+	ran      bool
+	waitOnce sync.Once
+	waitErr  error
+	waitDone chan struct{}
+}
+
+func (s *nsSandbox) ID() string { return s.id }
+
+// start creates the cgroup and init, and waits until init has built the
+// sandbox's file system.
+func (s *nsSandbox) start(ctx context.Context, cfg sandbox.Config) error {
+	b := s.backend
+	if b.cgroups != nil {
+		g, err := b.cgroups.Create(s.id, cgroups.Limits{MemoryBytes: cfg.MemoryBytes, MaxPids: cfg.MaxPids, CPUs: cfg.CPUs})
+		if err != nil {
+			return err
+		}
+		s.group = g
+	}
+	controlR, controlW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		controlR.Close()
+		controlW.Close()
+		return err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return errors.Join(err, closeAll(controlR, controlW, statusR, statusW))
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		return errors.Join(err, closeAll(controlR, controlW, statusR, statusW, outR, outW))
+	}
+	s.control, s.status, s.stdout, s.stderr = controlW, statusR, outR, errR
+
+	uids, gids, setgroups := b.idMappings(cfg.Image.UIDBase)
+	s.cmd = &exec.Cmd{
+		Path: b.initPath,
+		Args: []string{initArg0},
+		// Init and user code start from nothing of the engine's environment:
+		// it may hold API keys.
+		Env:        []string{},
+		Stdout:     outW,
+		Stderr:     errW,
+		ExtraFiles: []*os.File{controlR, statusW},
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | syscall.CLONE_NEWNS |
+				syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS,
+			UidMappings:                uids,
+			GidMappings:                gids,
+			GidMappingsEnableSetgroups: setgroups,
+			// Become the namespace's root: without this the child keeps the
+			// engine's host uid, unmapped inside, and loses every capability
+			// at execve.
+			Credential: &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: !setgroups},
+			// If the engine dies, the sandbox dies with it (killing pid 1 of a
+			// pid namespace kills every process in it).
+			Pdeathsig: syscall.SIGKILL,
+			// A session and process group of its own: otherwise init and user
+			// code would stay in the engine's process group, where kill(0, sig)
+			// from one sandbox reaches every other sandbox's init (they share
+			// a host uid), namespaces notwithstanding.
+			Setsid: true,
+		},
+	}
+	s.waitDone = make(chan struct{})
+	startErr := s.cmd.Start()
+	// The child holds its own copies now (or failed to start).
+	_ = closeAll(controlR, statusW, outW, errW)
+	if startErr != nil {
+		close(s.waitDone)
+		s.cmd = nil
+		return fmt.Errorf("start init: %w", startErr)
+	}
+	go func() {
+		s.waitErr = s.cmd.Wait()
+		close(s.waitDone)
+	}()
+	// Init blocks on the setup message until it is inside the cgroup, so
+	// nothing it does is charged elsewhere and the cgroup namespace it makes
+	// later is rooted here.
+	if s.group != nil {
+		if err := s.group.AddProcess(s.cmd.Process.Pid); err != nil {
+			return err
+		}
+	}
+	setup := setupMessage{
+		RootFS:        cfg.Image.RootFS,
+		MountDir:      b.mountDir,
+		WritableBytes: cfg.WritableBytes,
+		TmpBytes:      cfg.TmpBytes,
+		MaxInodes:     cfg.MaxInodes,
+		Hostname:      "sandbox",
+		MapsGroups:    !b.rootless,
+	}
+	if err := json.NewEncoder(s.control).Encode(setup); err != nil {
+		return fmt.Errorf("send setup to init: %w", err)
+	}
+	s.statusDec = json.NewDecoder(s.status)
+	var ready readyMessage
+	if err := s.decodeStatus(ctx, setupTimeout, &ready); err != nil {
+		return fmt.Errorf("wait for init: %w", err)
+	}
+	if !ready.Ready {
+		return fmt.Errorf("init could not build the sandbox: %s", ready.Error)
+	}
+	return nil
+}
+
+// decodeStatus reads one message from init, giving up (and killing init) when
+// ctx ends or timeout passes.
+func (s *nsSandbox) decodeStatus(ctx context.Context, timeout time.Duration, v any) error {
+	done := make(chan error, 1)
+	go func() { done <- s.statusDec.Decode(v) }()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-timer.C:
+		s.kill()
+		<-done
+		return fmt.Errorf("%w after %s", errNoAnswer, timeout)
+	case <-ctx.Done():
+		s.kill()
+		<-done
+		return ctx.Err()
+	}
+}
+
+// errNoAnswer means init did not answer in time and was killed.
+var errNoAnswer = errors.New("no answer from init")
+
+// kill ends init with SIGKILL; the kernel then kills every process of the
+// sandbox's pid namespace.
+func (s *nsSandbox) kill() {
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Signal(syscall.SIGKILL)
+	}
+}
+
+// Run implements sandbox.Sandbox.
+func (s *nsSandbox) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, error) {
+	if s.ran {
+		return sandbox.Outcome{}, errors.New("sandbox already ran a job; sandboxes are used once")
+	}
+	s.ran = true
+	if len(job.Argv) == 0 {
+		return sandbox.Outcome{}, errors.New("job has no command")
+	}
+	if s.group != nil && job.MemoryBytes > 0 {
+		if err := s.group.SetMemory(job.MemoryBytes); err != nil {
+			return sandbox.Outcome{}, err
+		}
+	}
+	var drained sync.WaitGroup
+	drain := func(dst io.Writer, src *os.File) {
+		defer drained.Done()
+		if dst == nil {
+			dst = io.Discard
+		}
+		_, _ = io.Copy(dst, src)
+	}
+	drained.Add(2)
+	go drain(job.Stdout, s.stdout)
+	go drain(job.Stderr, s.stderr)
+
+	msg := jobMessage{
+		Argv: job.Argv, Env: job.Env, Dir: job.Dir, ReturnFiles: job.ReturnFiles,
+		MaxReturnBytes: job.MaxReturnBytes, Timeout: job.Timeout,
+	}
+	for _, f := range job.Files {
+		msg.Files = append(msg.Files, jobFile{Path: f.Path, Data: f.Data})
+	}
+	if err := json.NewEncoder(s.control).Encode(msg); err != nil {
+		s.kill()
+		return sandbox.Outcome{}, fmt.Errorf("send job to init: %w", err)
+	}
+	s.control.Close()
+	s.control = nil
+
+	// A hostile init may send anything; it may not send more than the return
+	// budget allows.
+	s.statusDec = json.NewDecoder(io.LimitReader(s.status, 2*job.MaxReturnBytes+maxStatusOverhead))
+	var res resultMessage
+	decodeErr := s.decodeStatus(ctx, job.Timeout+collectGrace, &res)
+	if ctx.Err() != nil {
+		return sandbox.Outcome{}, ctx.Err()
+	}
+	engineTimedOut := errors.Is(decodeErr, errNoAnswer)
+	s.kill() // init is done (or broken); make sure everything is gone
+	<-s.waitDone
+	waitForDrain(&drained, drainTimeout)
+
+	out := sandbox.Outcome{Files: res.Files, Notes: res.Notes, Duration: res.Duration}
+	if s.group != nil && s.group.OOMKills() > 0 {
+		out.OOMKilled = true
+	}
+	switch {
+	case decodeErr == nil && res.Error != "" && !res.Started:
+		return sandbox.Outcome{}, fmt.Errorf("sandbox could not start the program: %s", res.Error)
+	case decodeErr == nil:
+		out.ExitCode, out.Signal, out.TimedOut = res.ExitCode, res.Signal, res.TimedOut
+	case engineTimedOut:
+		out.TimedOut = true
+		out.ExitCode, out.Signal = 128+int(syscall.SIGKILL), int(syscall.SIGKILL)
+		out.Duration = job.Timeout
+		out.Notes = append(out.Notes, "The sandbox did not finish within its timeout plus a grace period and was killed whole; return files are lost.")
+	case out.OOMKilled:
+		// The kernel chose init as the memory limit's victim: everything died.
+		out.ExitCode, out.Signal = 128+int(syscall.SIGKILL), int(syscall.SIGKILL)
+		out.Notes = append(out.Notes, "The whole sandbox was killed at the memory limit; return files are lost.")
+	default:
+		return sandbox.Outcome{}, fmt.Errorf("sandbox init ended without a result: %v", decodeErr)
+	}
+	if out.Files == nil {
+		out.Files = map[string][]byte{}
+	}
+	return out, nil
+}
+
+func waitForDrain(wg *sync.WaitGroup, timeout time.Duration) bool {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-time.After(timeout):
+		return false
+	}
+}
+
+// Destroy implements sandbox.Sandbox.
+func (s *nsSandbox) Destroy() sandbox.Teardown {
+	var errs []error
+	if s.cmd != nil {
+		s.kill()
+		<-s.waitDone
+	}
+	_ = closeAll(s.control, s.status, s.stdout, s.stderr)
+	s.control, s.status, s.stdout, s.stderr = nil, nil, nil, nil
+	if s.group != nil {
+		if !s.group.KillAll() {
+			errs = append(errs, fmt.Errorf("processes still in cgroup after SIGKILL: %v", s.group.Procs()))
+		}
+		if err := s.group.Destroy(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	err := errors.Join(errs...)
+	return sandbox.Teardown{Purged: err == nil, Err: err}
+}
+
+func closeAll(files ...*os.File) error {
+	var errs []error
+	for _, f := range files {
+		if f != nil {
+			if err := f.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
