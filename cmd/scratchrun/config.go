@@ -100,7 +100,11 @@ func newEngine(log *slog.Logger) (*engine.Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	backend, err := namespaces.New(namespaces.Options{StateDir: os.Getenv("SCRATCHRUN_STATE_DIR"), Logger: log})
+	backend, err := namespaces.New(namespaces.Options{
+		StateDir:     os.Getenv("SCRATCHRUN_STATE_DIR"),
+		CgroupParent: os.Getenv("SCRATCHRUN_CGROUP_PARENT"),
+		Logger:       log,
+	})
 	if err != nil {
 		return nil, err
 	}

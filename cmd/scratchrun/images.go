@@ -75,7 +75,7 @@ func imagesList(args []string) int {
 		if !im.Current {
 			status = "stale (prune removes it)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", im.Name, im.RecipeHash, im.Source,
+		fmt.Fprintf(tw, "%s\t%.12s\t%s\t%s\t%s\t%s\t%s\n", im.Name, im.RecipeHash, im.Source,
 			humanBytes(im.SizeBytes), im.Created.Format("2006-01-02 15:04"), strings.Join(im.Runtimes, ","), status)
 	}
 	tw.Flush()

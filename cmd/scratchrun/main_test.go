@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,8 +19,12 @@ import (
 // images (run `scratchrun images build` first; missing images fail the tests).
 
 var (
-	binary   string
-	leakOpts = leakcheck.Options{CgroupParent: "scratchrun", MountMarkers: []string{"/run/scratchrun", "/var/lib/scratchrun"}}
+	binary string
+	// The binaries these tests start use a state directory and cgroup parent
+	// of this test run's own, so that leak checks see only their sandboxes.
+	stateDir     = fmt.Sprintf("/run/scratchrun-clitest-%d", os.Getpid())
+	cgroupParent = fmt.Sprintf("scratchrun-clitest-%d", os.Getpid())
+	leakOpts     = leakcheck.Options{CgroupParent: cgroupParent, MountMarkers: []string{stateDir, "/var/lib/scratchrun"}}
 )
 
 func TestMain(m *testing.M) {
@@ -37,8 +43,19 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 		panic("build scratchrun: " + err.Error())
 	}
+	os.Setenv("SCRATCHRUN_STATE_DIR", stateDir)
+	os.Setenv("SCRATCHRUN_CGROUP_PARENT", cgroupParent)
 	before := leakcheck.Take(leakOpts)
 	code := m.Run()
+	os.RemoveAll(stateDir)
+	if parents, _ := filepath.Glob("/sys/fs/cgroup/*/" + cgroupParent); len(parents) > 0 {
+		for _, p := range parents {
+			if err := os.Remove(p); err != nil {
+				os.Stderr.WriteString("remove cgroup parent: " + err.Error() + "\n")
+				code = 1
+			}
+		}
+	}
 	if code == 0 {
 		if left := leakcheck.WaitClean(before, leakOpts, 5*time.Second); len(left) > 0 {
 			os.Stderr.WriteString("CLI suite left behind:\n  " + strings.Join(left, "\n  ") + "\n")
@@ -169,5 +186,23 @@ func TestImagesList(t *testing.T) {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("images list lacks %q:\n%s", want, r.stdout)
 		}
+	}
+}
+
+// The README's main job: the chart example writes a real PNG here.
+func TestChartExample(t *testing.T) {
+	dir := t.TempDir()
+	example, _ := filepath.Abs("../../examples/chart.py")
+	r := scratchrun(t, dir, "", "exec", "--runtime", "python3.13", example, "--return", "/tmp/chart.png")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "mean of damped wave:") {
+		t.Fatalf("exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	f, err := os.Open(filepath.Join(dir, "chart.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := png.Decode(f); err != nil {
+		t.Errorf("chart.png is not a PNG: %v", err)
 	}
 }

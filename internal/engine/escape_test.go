@@ -17,8 +17,8 @@ func TestHostFilesAreUnreachable(t *testing.T) {
 	path, secret := hostSecretFile(t)
 	code := fmt.Sprintf(`for p in %[1]s /proc/1/root%[1]s /proc/self/root%[1]s /proc/1/cwd%[1]s; do cat $p 2>/dev/null; done
 grep -rs %[2]s /tmp /root /etc /proc/1/root/tmp 2>/dev/null | head -1
-ls /var/lib/scratchrun /run/scratchrun-enginetest 2>&1 | head -2
-echo end`, path, secret)
+ls /var/lib/scratchrun %[3]s 2>&1 | head -2
+echo end`, path, secret, testStateDir)
 	res := run(t, e, execapi.Request{Runtime: "bash", Code: code})
 	if strings.Contains(res.Stdout, secret) {
 		t.Fatalf("sandbox read a host file: %q", res.Stdout)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,12 +22,16 @@ import (
 // the tests rather than skip them: a suite that silently tests nothing is worse
 // than a red one.
 
-const testStateDir = "/run/scratchrun-enginetest"
-
 var (
+	// Each test binary has its own state directory and cgroup parent, so
+	// that its leak checks never see another test run's sandboxes.
+	testStateDir     = fmt.Sprintf("/run/scratchrun-test-%d", os.Getpid())
+	testCgroupParent = fmt.Sprintf("scratchrun-test-%d", os.Getpid())
+
 	testStore   *images.Store
 	testBackend *countingBackend
-	leakOpts    = leakcheck.Options{CgroupParent: "scratchrun-enginetest", MountMarkers: []string{testStateDir, "/var/lib/scratchrun"}}
+	testNS      *namespaces.Backend
+	leakOpts    = leakcheck.Options{CgroupParent: testCgroupParent, MountMarkers: []string{testStateDir, "/var/lib/scratchrun"}}
 	suiteBefore leakcheck.Snapshot
 )
 
@@ -34,6 +39,13 @@ func TestMain(m *testing.M) {
 	namespaces.RunInitIfRequested()
 	suiteBefore = leakcheck.Take(leakOpts)
 	code := m.Run()
+	if testNS != nil {
+		if err := testNS.Close(); err != nil {
+			os.Stderr.WriteString("close backend: " + err.Error() + "\n")
+			code = 1
+		}
+	}
+	os.RemoveAll(testStateDir)
 	if code == 0 {
 		if left := leakcheck.WaitClean(suiteBefore, leakOpts, 5*time.Second); len(left) > 0 {
 			os.Stderr.WriteString("leak check after the whole engine suite failed:\n  " + strings.Join(left, "\n  ") + "\n")
@@ -74,10 +86,11 @@ func newTestEngine(t testing.TB, mutate func(*Config)) *Engine {
 			t.Fatalf("no runtime images in %s: run `scratchrun images build` first", dataDir())
 		}
 		testStore = st
-		b, err := namespaces.New(namespaces.Options{StateDir: testStateDir, CgroupParent: "scratchrun-enginetest"})
+		b, err := namespaces.New(namespaces.Options{StateDir: testStateDir, CgroupParent: testCgroupParent})
 		if err != nil {
 			t.Fatalf("namespaces backend: %v", err)
 		}
+		testNS = b
 		testBackend = &countingBackend{Backend: b}
 	}
 	cfg := DefaultConfig()

@@ -13,19 +13,18 @@ import (
 	"time"
 )
 
-// InitArgv0 is the argv[0] every sandbox init runs under.
-const InitArgv0 = "scratchrun-sandbox-init"
-
-// Snapshot is what existed at one moment.
+// Snapshot is what existed at one moment, within one test run's scope.
 type Snapshot struct {
-	Processes  map[string]bool // "pid argv0" of sandbox inits and processes in sandbox cgroups
+	Processes  map[string]bool // "pid argv0" of processes in our sandboxes' cgroups or below us
 	Mounts     map[string]bool // host mount points that belong to ScratchRun
 	Cgroups    map[string]bool // group directories below the sandboxes' parent
-	Namespaces map[string]bool // "type:[inode]" of every namespace a process holds
+	Namespaces map[string]bool // "type:[inode]" held by those processes or by fds of ours
 	Interfaces map[string]bool // network interface names in the host's namespace
 }
 
-// Options tell Take where ScratchRun keeps its things.
+// Options tell Take where this test run's sandboxes live. Giving each test
+// binary its own cgroup parent and state directory keeps concurrent test runs
+// from seeing each other's sandboxes as leaks.
 type Options struct {
 	// CgroupParent is the cgroup directory name sandboxes live under.
 	CgroupParent string
@@ -35,38 +34,54 @@ type Options struct {
 }
 
 // Take records the current state of the host.
+//
+// A namespace outlives its processes only while something pins it: a bind
+// mount (caught as a mount) or an open file descriptor (caught in our own fd
+// table, the engine's). So namespaces are counted for the processes in scope
+// and for our own descriptors, not for unrelated processes on the machine.
 func Take(o Options) Snapshot {
 	s := Snapshot{
 		Processes: map[string]bool{}, Mounts: map[string]bool{}, Cgroups: map[string]bool{},
 		Namespaces: map[string]bool{}, Interfaces: map[string]bool{},
 	}
 	cgroupDirs := s.takeCgroups(o.CgroupParent)
-	inCgroup := map[string]bool{}
+	inScope := map[string]bool{}
 	for _, dir := range cgroupDirs {
 		data, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 		for _, pid := range strings.Fields(string(data)) {
-			inCgroup[pid] = true
+			inScope[pid] = true
 		}
 	}
-	procs, _ := filepath.Glob("/proc/[0-9]*")
 	self := fmt.Sprint(os.Getpid())
+	parents := map[string]string{}
+	procs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, p := range procs {
-		pid := filepath.Base(p)
-		if pid == self {
-			continue
+		parents[filepath.Base(p)] = parentPID(p)
+	}
+	for pid := range parents {
+		if pid != self && descends(pid, self, parents) {
+			inScope[pid] = true
 		}
+	}
+	for pid := range inScope {
+		p := filepath.Join("/proc", pid)
 		cmdline, err := os.ReadFile(filepath.Join(p, "cmdline"))
 		if err != nil {
 			continue // gone already
 		}
 		argv0, _, _ := strings.Cut(string(cmdline), "\x00")
-		if argv0 == InitArgv0 || inCgroup[pid] {
-			s.Processes[pid+" "+argv0] = true
-		}
+		s.Processes[pid+" "+argv0] = true
 		for _, ns := range []string{"mnt", "pid", "net", "user", "ipc", "uts", "cgroup"} {
 			if link, err := os.Readlink(filepath.Join(p, "ns", ns)); err == nil {
 				s.Namespaces[link] = true
 			}
+		}
+	}
+	fds, _ := filepath.Glob("/proc/self/fd/*")
+	for _, fd := range fds {
+		if link, err := os.Readlink(fd); err == nil && strings.Contains(link, ":[") && !strings.HasPrefix(link, "pipe:") &&
+			!strings.HasPrefix(link, "socket:") && !strings.HasPrefix(link, "anon_inode:") {
+			s.Namespaces[link] = true
 		}
 	}
 	if data, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
@@ -88,6 +103,32 @@ func Take(o Options) Snapshot {
 		}
 	}
 	return s
+}
+
+func parentPID(procDir string) string {
+	data, err := os.ReadFile(filepath.Join(procDir, "stat"))
+	if err != nil {
+		return ""
+	}
+	st := string(data)
+	fields := strings.Fields(st[strings.LastIndexByte(st, ')')+1:])
+	if len(fields) < 2 {
+		return ""
+	}
+	return fields[1]
+}
+
+func descends(pid, ancestor string, parents map[string]string) bool {
+	for range 64 {
+		pid = parents[pid]
+		if pid == "" || pid == "0" {
+			return false
+		}
+		if pid == ancestor {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Snapshot) takeCgroups(parent string) []string {

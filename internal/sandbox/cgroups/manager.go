@@ -129,6 +129,18 @@ func (m *Manager) SweepOne(id string) (int, error) {
 	return 1, nil
 }
 
+// RemoveParent removes the parent directories if they are empty (a parent
+// still holding groups stays, and that is not an error).
+func (m *Manager) RemoveParent() error {
+	var errs []error
+	for _, dir := range m.dirs {
+		if err := os.Remove(dir); err != nil && !os.IsNotExist(err) && !errors.Is(err, syscall.EBUSY) && !errors.Is(err, syscall.ENOTEMPTY) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Leftovers lists group directories below the parent, on every controller
 // (for leak checks and sweeping).
 func (m *Manager) Leftovers() []string {

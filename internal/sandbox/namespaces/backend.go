@@ -109,6 +109,16 @@ func New(opts Options) (*Backend, error) {
 	return b, nil
 }
 
+// Close removes the backend's empty cgroup parent directories and, when the
+// state directory was created for this backend alone (tests), nothing else is
+// touched. Sandboxes must all be destroyed first.
+func (b *Backend) Close() error {
+	if b.cgroups == nil {
+		return nil
+	}
+	return b.cgroups.RemoveParent()
+}
+
 // Name implements sandbox.Backend.
 func (b *Backend) Name() string { return "namespaces" }
 

@@ -167,4 +167,3 @@ func lockDown() error {
 	}
 	return nil
 }
-

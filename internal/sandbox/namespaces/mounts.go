@@ -72,6 +72,16 @@ func buildRoot(s setupMessage) error {
 		fmt.Sprintf("size=%d,nr_inodes=%d,mode=1777", s.TmpBytes, s.MaxInodes)); err != nil {
 		return err
 	}
+	// The code directory is a small tmpfs of its own: always writable, even
+	// for an unprivileged engine whose image files are not owned by the
+	// sandbox's root.
+	if err := os.MkdirAll(filepath.Join(root, "code"), 0o755); err != nil {
+		return fmt.Errorf("create /code: %w", err)
+	}
+	if err := mount("tmpfs", filepath.Join(root, "code"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV,
+		fmt.Sprintf("size=%d,nr_inodes=%d,mode=0755", s.TmpBytes, s.MaxInodes)); err != nil {
+		return err
+	}
 	if err := buildDev(filepath.Join(root, "dev"), s); err != nil {
 		return err
 	}

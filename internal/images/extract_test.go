@@ -1,0 +1,236 @@
+package images
+
+import (
+	"archive/tar"
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+)
+
+const testBase uint32 = 1500000000
+
+func TestExtractShiftsOwnershipAndKeepsModes(t *testing.T) {
+	dest := t.TempDir()
+	// Not as root, the read-only directory ro/ would stop TempDir's
+	// cleanup; removeTree opens it up.
+	t.Cleanup(func() { removeTree(dest) })
+	data := buildTar(t, []tarEntry{
+		{name: "./", typ: tar.TypeDir, mode: 0o755},
+		{name: "./etc/", typ: tar.TypeDir, mode: 0o755},
+		{name: "./etc/file", typ: tar.TypeReg, mode: 0o644, body: "hello\n"},
+		{name: "./etc/hard", typ: tar.TypeLink, link: "./etc/file"},
+		{name: "./etc/link", typ: tar.TypeSymlink, link: "/etc/file"},
+		{name: "./usr/bin/su", typ: tar.TypeReg, mode: 0o4755, body: "#!setuid\n"}, // parent dirs implicit
+		{name: "./usr/bin/wall", typ: tar.TypeReg, mode: 0o2755, gid: 5, body: "setgid\n"},
+		{name: "./home/u/", typ: tar.TypeDir, mode: 0o750, uid: 1000, gid: 1000},
+		{name: "./home/u/notes", typ: tar.TypeReg, mode: 0o600, uid: 1000, gid: 1000, body: "n"},
+		{name: "./big", typ: tar.TypeReg, mode: 0o644, uid: 70000, gid: 99999, body: "b"},
+		{name: "./tmp/", typ: tar.TypeDir, mode: 0o1777},
+		{name: "./ro/", typ: tar.TypeDir, mode: 0o555},
+		{name: "./ro/inside", typ: tar.TypeReg, mode: 0o444, body: "r"},
+		{name: "./dev/", typ: tar.TypeDir, mode: 0o755},
+		{name: "./dev/null", typ: tar.TypeChar, mode: 0o666},
+		{name: "./dev/sda", typ: tar.TypeBlock, mode: 0o660},
+		{name: "./run/fifo", typ: tar.TypeFifo, mode: 0o600},
+		{name: "./dev/null2", typ: tar.TypeLink, link: "./dev/null"},
+	})
+	stats, err := extractTar(bytes.NewReader(data), dest, idShift{chown: isRoot(), base: testBase})
+	if err != nil {
+		t.Fatalf("extract: %v", err)
+	}
+	if stats.Skipped != 4 || stats.Files != 6 || stats.Symlinks != 1 || stats.Hardlinks != 1 {
+		t.Errorf("stats = %+v, want 6 files, 1 symlink, 1 hardlink, 4 skipped", stats)
+	}
+
+	type want struct {
+		path     string
+		mode     os.FileMode // permission + special bits
+		uid, gid int         // before shifting
+	}
+	for _, w := range []want{
+		{".", 0o755, 0, 0},
+		{"etc", 0o755, 0, 0},
+		{"etc/file", 0o644, 0, 0},
+		{"usr", 0o755, 0, 0}, // implicit parent
+		{"usr/bin/su", 0o755 | os.ModeSetuid, 0, 0},
+		{"usr/bin/wall", 0o755 | os.ModeSetgid, 0, 5},
+		{"home/u", 0o750, 1000, 1000},
+		{"home/u/notes", 0o600, 1000, 1000},
+		{"big", 0o644, 65534, 65534},
+		{"tmp", 0o777 | os.ModeSticky, 0, 0},
+		{"ro", 0o555, 0, 0},
+	} {
+		fi, err := os.Lstat(filepath.Join(dest, w.path))
+		if err != nil {
+			t.Errorf("%s: %v", w.path, err)
+			continue
+		}
+		if got := fi.Mode() & (os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky); got != w.mode {
+			t.Errorf("%s: mode %v, want %v", w.path, got, w.mode)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if isRoot() {
+			if st.Uid != testBase+uint32(w.uid) || st.Gid != testBase+uint32(w.gid) {
+				t.Errorf("%s: owner %d:%d, want %d:%d", w.path, st.Uid, st.Gid, testBase+uint32(w.uid), testBase+uint32(w.gid))
+			}
+		} else if st.Uid != uint32(os.Geteuid()) {
+			t.Errorf("%s: owner %d, want the caller %d", w.path, st.Uid, os.Geteuid())
+		}
+		if w.path != "usr" && !fi.ModTime().Equal(testMtime) {
+			t.Errorf("%s: mtime %v, want %v", w.path, fi.ModTime(), testMtime)
+		}
+	}
+
+	if target, err := os.Readlink(filepath.Join(dest, "etc/link")); err != nil || target != "/etc/file" {
+		t.Errorf("symlink: %q, %v; want /etc/file", target, err)
+	}
+	if isRoot() {
+		fi, _ := os.Lstat(filepath.Join(dest, "etc/link"))
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid != testBase {
+			t.Errorf("symlink owner %d, want %d", st.Uid, testBase)
+		}
+	}
+	a, _ := os.Stat(filepath.Join(dest, "etc/file"))
+	b, err := os.Stat(filepath.Join(dest, "etc/hard"))
+	if err != nil || !os.SameFile(a, b) {
+		t.Errorf("etc/hard is not a hard link of etc/file (%v)", err)
+	}
+	if body, _ := os.ReadFile(filepath.Join(dest, "etc/hard")); string(body) != "hello\n" {
+		t.Errorf("hard link content %q", body)
+	}
+	for _, p := range []string{"dev/null", "dev/null2", "dev/sda", "run/fifo"} {
+		if _, err := os.Lstat(filepath.Join(dest, p)); !os.IsNotExist(err) {
+			t.Errorf("%s exists (err %v): device nodes and fifos must be skipped", p, err)
+		}
+	}
+}
+
+func TestExtractRootWithoutDotEntryIsShifted(t *testing.T) {
+	if !isRoot() {
+		t.Skip("ownership shifting needs root")
+	}
+	dest := t.TempDir()
+	data := buildTar(t, []tarEntry{{name: "bin/sh", typ: tar.TypeReg, mode: 0o755, body: "x"}})
+	if _, err := extractTar(bytes.NewReader(data), dest, idShift{chown: true, base: testBase}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{".", "bin"} {
+		fi, _ := os.Stat(filepath.Join(dest, p))
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid != testBase || fi.Mode().Perm() != 0o755 {
+			t.Errorf("%s: owner %d mode %v, want %d 0755", p, st.Uid, fi.Mode(), testBase)
+		}
+	}
+}
+
+func TestExtractHostileTarballs(t *testing.T) {
+	// The canary lives in /etc only if /etc is writable (root); the test
+	// checks it is never created there through an "etc -> /etc" symlink.
+	const etcCanary = "scratchrun-extract-escape-test"
+	cases := []struct {
+		name    string
+		entries func(outside string) []tarEntry
+		unsafe  bool // want ErrUnsafeEntry (else: must succeed harmlessly)
+	}{
+		{"symlink to /etc then a file through it", func(string) []tarEntry {
+			return []tarEntry{
+				{name: "etc", typ: tar.TypeSymlink, link: "/etc"},
+				{name: "etc/" + etcCanary, typ: tar.TypeReg, mode: 0o644, body: "pwned"},
+			}
+		}, true},
+		{"absolute symlink to outside dir, then file through it", func(outside string) []tarEntry {
+			return []tarEntry{
+				{name: "etc", typ: tar.TypeSymlink, link: outside},
+				{name: "etc/passwd", typ: tar.TypeReg, mode: 0o644, body: "pwned"},
+			}
+		}, true},
+		{"relative symlink escaping, then dir through it", func(outside string) []tarEntry {
+			return []tarEntry{
+				{name: "a/", typ: tar.TypeDir, mode: 0o755},
+				{name: "a/up", typ: tar.TypeSymlink, link: "../../../../../../../../" + outside},
+				{name: "a/up/newdir/", typ: tar.TypeDir, mode: 0o755},
+			}
+		}, true},
+		{"dot-dot name", func(string) []tarEntry {
+			return []tarEntry{{name: "../escape", typ: tar.TypeReg, mode: 0o644, body: "x"}}
+		}, true},
+		{"dot-dot in the middle", func(string) []tarEntry {
+			return []tarEntry{{name: "a/../../escape", typ: tar.TypeReg, mode: 0o644, body: "x"}}
+		}, true},
+		{"absolute name", func(outside string) []tarEntry {
+			return []tarEntry{{name: outside + "/abs", typ: tar.TypeReg, mode: 0o644, body: "x"}}
+		}, true},
+		{"hard link to a file outside", func(outside string) []tarEntry {
+			return []tarEntry{{name: "h", typ: tar.TypeLink, link: "../" + filepath.Base(outside) + "/secret"}}
+		}, true},
+		{"hard link through a symlinked dir", func(outside string) []tarEntry {
+			return []tarEntry{
+				{name: "l", typ: tar.TypeSymlink, link: outside},
+				{name: "h", typ: tar.TypeLink, link: "l/secret"},
+			}
+		}, true},
+		{"file over a symlink replaces the symlink", func(outside string) []tarEntry {
+			return []tarEntry{
+				{name: "x", typ: tar.TypeSymlink, link: outside + "/target"},
+				{name: "x", typ: tar.TypeReg, mode: 0o644, body: "inside"},
+			}
+		}, false},
+		{"dir over a symlink replaces the symlink", func(outside string) []tarEntry {
+			return []tarEntry{
+				{name: "d", typ: tar.TypeSymlink, link: outside},
+				{name: "d/", typ: tar.TypeDir, mode: 0o755},
+				{name: "d/f", typ: tar.TypeReg, mode: 0o644, body: "inside"},
+			}
+		}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			base := t.TempDir()
+			dest := filepath.Join(base, "root")
+			outside := filepath.Join(base, "outside")
+			for _, d := range []string{dest, outside} {
+				if err := os.Mkdir(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			writeFile(t, filepath.Join(outside, "secret"), []byte("secret"))
+			data := buildTar(t, tc.entries(outside))
+			_, err := extractTar(bytes.NewReader(data), dest, idShift{chown: isRoot(), base: testBase})
+			if tc.unsafe && !errors.Is(err, ErrUnsafeEntry) {
+				t.Errorf("err = %v, want ErrUnsafeEntry", err)
+			}
+			if !tc.unsafe && err != nil {
+				t.Errorf("err = %v, want success", err)
+			}
+			if got := listTree(t, outside); len(got) != 1 || filepath.Base(got[0]) != "secret" {
+				t.Errorf("outside dir changed: %v", got)
+			}
+			if body, _ := os.ReadFile(filepath.Join(outside, "secret")); string(body) != "secret" {
+				t.Errorf("outside file changed: %q", body)
+			}
+			if _, err := os.Lstat(filepath.Join("/etc", etcCanary)); err == nil {
+				os.Remove(filepath.Join("/etc", etcCanary))
+				t.Fatalf("wrote /etc/%s on the host", etcCanary)
+			}
+			if _, err := os.Lstat(filepath.Join(base, "escape")); err == nil {
+				t.Errorf("wrote %s/escape outside the root", base)
+			}
+		})
+	}
+}
+
+func TestCleanName(t *testing.T) {
+	for in, want := range map[string]string{"./": ".", ".": ".", "./usr/bin/": "usr/bin", "a//b": "a/b", "a/./b": "a/b"} {
+		got, err := cleanName(in)
+		if err != nil || got != want {
+			t.Errorf("cleanName(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "/", "/etc", "..", "a/..", "../a", "a/../b", "a\x00b"} {
+		if _, err := cleanName(in); !errors.Is(err, ErrUnsafeEntry) {
+			t.Errorf("cleanName(%q) err = %v, want ErrUnsafeEntry", in, err)
+		}
+	}
+}

@@ -1,0 +1,112 @@
+package images
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+)
+
+// ImageInfo describes one image on disk.
+type ImageInfo struct {
+	// Name is the image name (a catalog image, or an imported runtime's
+	// name).
+	Name string
+	// RecipeHash is the recipe hash for built images and the tarball's
+	// sha256 for imports.
+	RecipeHash string
+	// Source is SourceMmdebstrap or SourceImport.
+	Source string
+	// Path is the image directory (holding rootfs/ and image.json).
+	Path string
+	// SizeBytes is the total size of the image's regular files.
+	SizeBytes int64
+	// Created is when the image was finished.
+	Created time.Time
+	// Runtimes are the runtimes that run in an image of this name.
+	Runtimes []string
+	// Current is true when runtimes resolve to this image; false for
+	// images left behind by a changed recipe or a newer import, which
+	// Prune removes.
+	Current bool
+	// UIDBase is the host uid/gid owning the image's root files.
+	UIDBase uint32
+}
+
+// List returns the images on disk, sorted by name and then newest first.
+func (s *Store) List() ([]ImageInfo, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.refreshLocked(); err != nil {
+		return nil, err
+	}
+	runtimes := s.allRuntimesLocked()
+	var out []ImageInfo
+	for i := range s.images {
+		m := &s.images[i]
+		info := ImageInfo{
+			Name:       m.Name,
+			RecipeHash: m.RecipeHash,
+			Source:     m.Source,
+			Path:       m.dir,
+			SizeBytes:  m.SizeBytes,
+			Created:    m.Created,
+			Current:    s.isCurrentLocked(m),
+			UIDBase:    m.UIDBase,
+		}
+		for _, r := range runtimes {
+			_, fromCatalog := s.cat.runtime(r.Name)
+			if r.Image == m.Name && fromCatalog == (m.Source == SourceMmdebstrap) {
+				info.Runtimes = append(info.Runtimes, r.Name)
+			}
+		}
+		out = append(out, info)
+	}
+	slices.SortFunc(out, func(a, b ImageInfo) int {
+		if c := strings.Compare(a.Name, b.Name); c != 0 {
+			return c
+		}
+		return b.Created.Compare(a.Created)
+	})
+	return out, nil
+}
+
+// Prune removes images that no runtime resolves to any more: builds from
+// an outdated recipe (or of an image dropped from the catalog) and imports
+// superseded by a newer import of the same name. The current import of a
+// name is kept even though it has no recipe. It also removes leftovers of
+// unfinished builds. A sandbox still using a pruned image loses it, so
+// prune when the engine is idle.
+func (s *Store) Prune() error {
+	unlock, err := s.lock(context.Background(), io.Discard)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := s.removeStaleTmp(io.Discard); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.refreshLocked(); err != nil {
+		return err
+	}
+	var errs []error
+	for i := range s.images {
+		m := &s.images[i]
+		if s.isCurrentLocked(m) {
+			continue
+		}
+		slog.Info("images: pruning image", "name", m.Name, "hash", shortHash(m.RecipeHash), "source", m.Source, "dir", m.dir)
+		if err := removeImageDir(m.dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := s.refreshLocked(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Installs everything ScratchRun needs on a Debian 12 host (apt packages, the
+# scratchrun binary, the runtime images), then runs the chart example, which
+# writes chart.png into the current directory.
+#
+#   sudo scripts/install.sh               # everything, then the example
+#   sudo scripts/install.sh --no-example  # everything but the example (CI)
+#
+# Safe to run again: packages already present are skipped and images are cached
+# by recipe hash in /var/lib/scratchrun/images, so a second run takes seconds.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+run_example=1
+[[ "${1:-}" == "--no-example" ]] && run_example=0
+
+step() { printf '\n==> %s\n' "$*" >&2; }
+
+if [[ "$(id -u)" != 0 ]]; then
+  echo "install.sh: run as root (sudo): it installs packages and builds images" >&2
+  exit 1
+fi
+export PATH="$PATH:/usr/local/go/bin"
+command -v go >/dev/null || { echo "install.sh: Go 1.26 is needed (https://go.dev/doc/install)" >&2; exit 1; }
+
+packages=(mmdebstrap ca-certificates)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  step "installing Debian packages: ${missing[*]}"
+  apt-get update
+  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
+else
+  step "Debian packages already installed: ${packages[*]}"
+fi
+
+step "building scratchrun into /usr/local/bin"
+(cd "$repo" && go build -trimpath -o /usr/local/bin/scratchrun ./cmd/scratchrun)
+scratchrun version
+
+step "building runtime images (cached by recipe hash; the first build takes a few minutes)"
+scratchrun images build
+scratchrun images list
+
+if ((run_example)); then
+  step "running the chart example: scratchrun exec --runtime python3.13 examples/chart.py --return /tmp/chart.png"
+  scratchrun exec --runtime python3.13 "$repo/examples/chart.py" --return /tmp/chart.png
+  step "done: chart.png is in $(pwd)"
+fi
