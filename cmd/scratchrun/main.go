@@ -33,6 +33,12 @@ func run(args []string) int {
 		return cmdExec(args[1:])
 	case "images":
 		return cmdImages(args[1:])
+	case "mcp":
+		return cmdMCP(args[1:])
+	case "serve":
+		return cmdServe(args[1:])
+	case "keys":
+		return cmdKeys(args[1:])
 	case "version", "--version":
 		fmt.Println("scratchrun", version)
 		return 0

@@ -21,6 +21,10 @@ type Policy struct {
 	// MaxEnv bounds the number of Env entries; MaxEnvBytes their total size.
 	MaxEnv      int
 	MaxEnvBytes int
+	// NetworkDefault is the mode a request without "network" gets.
+	NetworkDefault string
+	// AllowEgress lets requests ask for NetworkEgress.
+	AllowEgress bool
 }
 
 // DefaultPolicy is the contract's documented defaults: timeout 10 s (max 30 s),
@@ -38,5 +42,6 @@ func DefaultPolicy() Policy {
 		MaxReturnFiles:  20,
 		MaxEnv:          100,
 		MaxEnvBytes:     64 << 10,
+		NetworkDefault:  NetworkNone,
 	}
 }

@@ -18,7 +18,16 @@ type Request struct {
 	FilesBase64 map[string]string `json:"files_base64,omitempty"`
 	// ReturnFiles lists absolute sandbox paths read after the run and returned.
 	ReturnFiles []string `json:"return_files,omitempty"`
+	// Network is "none" (only loopback) or "egress" (the public internet, never
+	// private networks or the host); empty means the operator's default.
+	Network string `json:"network,omitempty"`
 }
+
+// Network modes of a Request.
+const (
+	NetworkNone   = "none"
+	NetworkEgress = "egress"
+)
 
 // Limits bound one run. A zero field means "the operator's default".
 type Limits struct {

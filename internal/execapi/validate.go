@@ -22,6 +22,7 @@ type Checked struct {
 	Env         map[string]string
 	Files       []InputFile
 	ReturnFiles []string
+	Network     string
 }
 
 // InputFile is one file written into the sandbox before the run.
@@ -118,6 +119,9 @@ func (p Policy) Validate(req Request) (Checked, error) {
 		return Checked{}, err
 	}
 	if c.ReturnFiles, err = p.returnFiles(req.ReturnFiles); err != nil {
+		return Checked{}, err
+	}
+	if c.Network, err = p.network(req.Network); err != nil {
 		return Checked{}, err
 	}
 	return c, nil
@@ -228,6 +232,22 @@ func (p Policy) returnFiles(paths []string) ([]string, error) {
 		out = append(out, name)
 	}
 	return out, nil
+}
+
+func (p Policy) network(mode string) (string, error) {
+	switch mode {
+	case "":
+		return p.NetworkDefault, nil
+	case NetworkNone:
+		return mode, nil
+	case NetworkEgress:
+		if !p.AllowEgress {
+			return "", invalid("network", "\"egress\" is not allowed on this server; use \"none\" (sandboxes have no network)")
+		}
+		return mode, nil
+	default:
+		return "", invalid("network", "is %q; use \"none\" or \"egress\"", mode)
+	}
 }
 
 func sortedKeys(m map[string]string) []string {

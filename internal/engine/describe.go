@@ -1,0 +1,34 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/scratchrun/scratchrun/internal/execapi"
+)
+
+var _ execapi.Service = (*Engine)(nil)
+
+// Describe implements execapi.Service from the installed images and the
+// operator's policy.
+func (e *Engine) Describe(context.Context) (execapi.Info, error) {
+	p := e.cfg.Policy
+	info := execapi.Info{
+		Isolation:        e.backend.Name(),
+		NetworkDefault:   p.NetworkDefault,
+		EgressAllowed:    p.AllowEgress,
+		DefaultTimeoutMS: int(p.DefaultTimeout.Milliseconds()),
+		MaxTimeoutMS:     int(p.MaxTimeout.Milliseconds()),
+		DefaultMemoryMB:  p.DefaultMemoryMB,
+		MaxMemoryMB:      p.MaxMemoryMB,
+		OutputLimitBytes: e.cfg.OutputLimitBytes,
+		MaxReturnBytes:   e.cfg.MaxReturnBytes,
+	}
+	for _, rt := range e.store.Installed() {
+		libs := rt.Libraries
+		if libs == nil {
+			libs = []string{}
+		}
+		info.Runtimes = append(info.Runtimes, execapi.RuntimeInfo{Name: rt.Name, Version: rt.Version, Image: rt.Image, Libraries: libs})
+	}
+	return info, nil
+}
