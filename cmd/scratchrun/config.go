@@ -1,15 +1,20 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/scratchrun/scratchrun/internal/engine"
+	"github.com/scratchrun/scratchrun/internal/execapi"
 	"github.com/scratchrun/scratchrun/internal/images"
+	"github.com/scratchrun/scratchrun/internal/netpolicy"
 	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces"
 )
 
@@ -89,6 +94,99 @@ func engineConfig(log *slog.Logger) (engine.Config, error) {
 	return cfg, nil
 }
 
+// operatorOptions are settings given as flags to exec, mcp and serve; each
+// flag also has an environment variable, which the flag overrides.
+type operatorOptions struct {
+	networkDefault string
+	allowEgress    bool
+}
+
+// operator holds the flags' values once parsed (zero: take the environment).
+var operator operatorOptions
+
+// addOperatorFlags registers --network-default and --allow-egress on fs.
+func addOperatorFlags(fs *flag.FlagSet) {
+	fs.StringVar(&operator.networkDefault, "network-default", "", `network for requests that name none: "none" or "egress" (env SCRATCHRUN_NETWORK_DEFAULT; default none)`)
+	fs.BoolVar(&operator.allowEgress, "allow-egress", false, "let requests ask for network egress (env SCRATCHRUN_ALLOW_EGRESS=1; needs root)")
+}
+
+// networkSettings resolves the network policy from flags and environment.
+func networkSettings(cfg *engine.Config) (*netpolicy.Config, error) {
+	def := operator.networkDefault
+	if def == "" {
+		def = os.Getenv("SCRATCHRUN_NETWORK_DEFAULT")
+	}
+	if def == "" {
+		def = execapi.NetworkNone
+	}
+	if def != execapi.NetworkNone && def != execapi.NetworkEgress {
+		return nil, fmt.Errorf("--network-default / SCRATCHRUN_NETWORK_DEFAULT %q: want none or egress", def)
+	}
+	allow := operator.allowEgress
+	if v := os.Getenv("SCRATCHRUN_ALLOW_EGRESS"); !allow && v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, fmt.Errorf("SCRATCHRUN_ALLOW_EGRESS=%q: want 1 or 0", v)
+		}
+		allow = b
+	}
+	if def == execapi.NetworkEgress {
+		allow = true
+	}
+	cfg.Policy.NetworkDefault, cfg.Policy.AllowEgress = def, allow
+	if !allow {
+		return nil, nil
+	}
+	nc := netpolicy.DefaultConfig()
+	var err error
+	if nc.DNS, err = parseAddrs("SCRATCHRUN_DNS"); err != nil {
+		return nil, err
+	}
+	if nc.Allowed, err = parsePrefixes("SCRATCHRUN_EGRESS_ALLOW"); err != nil {
+		return nil, err
+	}
+	if nc.Blocked, err = parsePrefixes("SCRATCHRUN_EGRESS_BLOCK"); err != nil {
+		return nil, err
+	}
+	if v := os.Getenv("SCRATCHRUN_EGRESS_SUBNET"); v != "" {
+		if nc.Subnet, err = netip.ParsePrefix(v); err != nil {
+			return nil, fmt.Errorf("SCRATCHRUN_EGRESS_SUBNET=%q: %v", v, err)
+		}
+	}
+	if d := os.Getenv("SCRATCHRUN_STATE_DIR"); d != "" {
+		nc.LockDir = d
+	}
+	return &nc, nil
+}
+
+func parseAddrs(name string) ([]netip.Addr, error) {
+	var out []netip.Addr
+	for _, f := range strings.FieldsFunc(os.Getenv(name), func(r rune) bool { return r == ',' || r == ' ' }) {
+		a, err := netip.ParseAddr(f)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %q is not an IP address", name, f)
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+func parsePrefixes(name string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range strings.FieldsFunc(os.Getenv(name), func(r rune) bool { return r == ',' || r == ' ' }) {
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			if a, aerr := netip.ParseAddr(f); aerr == nil {
+				p = netip.PrefixFrom(a, a.BitLen())
+			} else {
+				return nil, fmt.Errorf("%s: %q is not a CIDR prefix or address", name, f)
+			}
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
 // newEngine opens the image store and the backend and builds the engine,
 // stating once on stderr what the backend cannot enforce here.
 func newEngine(log *slog.Logger) (*engine.Engine, error) {
@@ -111,7 +209,30 @@ func newEngine(log *slog.Logger) (*engine.Engine, error) {
 	for _, l := range backend.Limitations() {
 		fmt.Fprintf(os.Stderr, "scratchrun: warning: %s\n", l)
 	}
-	return engine.New(cfg, store, backend)
+	nc, err := networkSettings(&cfg)
+	if err != nil {
+		backend.Close()
+		return nil, err
+	}
+	if nc != nil {
+		if os.Geteuid() != 0 {
+			backend.Close()
+			return nil, fmt.Errorf("network egress needs root (veth pairs, NAT and nftables rules); run as root or without --allow-egress")
+		}
+		if cfg.Network, err = netpolicy.New(*nc, log); err != nil {
+			backend.Close()
+			return nil, err
+		}
+	}
+	eng, err := engine.New(cfg, store, backend)
+	if err != nil {
+		if cfg.Network != nil {
+			cfg.Network.Close()
+		}
+		backend.Close()
+		return nil, err
+	}
+	return eng, nil
 }
 
 func newLogger() *slog.Logger {

@@ -31,11 +31,13 @@ func cmdExec(args []string) int {
 		memoryMB             = fs.Int("memory-mb", 0, "memory limit in MB (default: the operator's, 256)")
 		outDir               = fs.String("out", ".", "directory where returned files are written (by base name)")
 		asJSON               = fs.Bool("json", false, "print the result JSON instead of the program's output")
+		network              = fs.String("network", "", `"none" (loopback only) or "egress" (the internet; needs --allow-egress)`)
 		envs, files, returns listFlag
 	)
 	fs.Var(&envs, "env", "NAME=value added to the sandbox's environment (repeatable)")
 	fs.Var(&files, "file", "SANDBOX_PATH=@HOST_FILE or SANDBOX_PATH=text, written before the run (repeatable)")
 	fs.Var(&returns, "return", "sandbox path to return after the run (repeatable)")
+	addOperatorFlags(fs)
 	positional, err := parseInterspersed(fs, args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -55,7 +57,7 @@ func cmdExec(args []string) int {
 	}
 
 	req := execapi.Request{Runtime: *runtimeName, Code: *code,
-		Limits: execapi.Limits{TimeoutMS: *timeoutMS, MemoryMB: *memoryMB}, ReturnFiles: returns}
+		Limits: execapi.Limits{TimeoutMS: *timeoutMS, MemoryMB: *memoryMB}, ReturnFiles: returns, Network: *network}
 	switch {
 	case len(positional) > 1:
 		return usageError(fmt.Sprintf("exec takes at most one program file, got %d: %q", len(positional), positional))
@@ -81,6 +83,9 @@ func cmdExec(args []string) int {
 		return exitInternal
 	}
 	res, err := eng.Exec(ctx, req, nil)
+	if cerr := eng.Close(); cerr != nil {
+		fmt.Fprintf(os.Stderr, "scratchrun: warning: %v\n", cerr)
+	}
 	if err != nil {
 		return reportExecError(err)
 	}
@@ -179,6 +184,9 @@ func execRequestJSON(ctx context.Context, source string) int {
 		return printError(execapi.CodeInternal, err.Error(), exitInternal)
 	}
 	res, err := eng.Exec(ctx, req, nil)
+	if cerr := eng.Close(); cerr != nil {
+		fmt.Fprintf(os.Stderr, "scratchrun: warning: %v\n", cerr)
+	}
 	switch {
 	case execapi.IsValidation(err):
 		return printError(execapi.CodeInvalidRequest, err.Error(), exitUsage)

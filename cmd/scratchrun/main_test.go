@@ -164,6 +164,8 @@ func TestExecBadInputExits2(t *testing.T) {
 		{[]string{"exec", "--runtime", "bash", "--code", "x", "--env", "NOEQUALS"}, "--env"},
 		{[]string{"exec", "--request", "bad.json"}, "limits.timeout_ms"},
 		{[]string{"exec", "--no-such-flag"}, "no-such-flag"},
+		{[]string{"exec", "--runtime", "bash", "--code", "x", "--network", "egress"}, "network"},
+		{[]string{"exec", "--runtime", "bash", "--code", "x", "--network", "internet"}, "network"},
 	}
 	for _, c := range cases {
 		r := scratchrun(t, dir, "", c.args...)

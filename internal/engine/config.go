@@ -5,6 +5,7 @@ import (
 	"runtime"
 
 	"github.com/scratchrun/scratchrun/internal/execapi"
+	"github.com/scratchrun/scratchrun/internal/netpolicy"
 )
 
 // Config is the operator's configuration of the local engine.
@@ -32,6 +33,8 @@ type Config struct {
 	// older OpenBLAS builds misdetect, hosts set them so numpy neither crashes
 	// nor computes wrong results.
 	PassHostEnv []string
+	// Network provides egress slots; it must be set when Policy.AllowEgress.
+	Network *netpolicy.Manager
 	// Logger receives operational logs; never request env values or code.
 	Logger *slog.Logger
 }

@@ -51,6 +51,12 @@ func New(cfg Config, store *images.Store, backend sandbox.Backend) (*Engine, err
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Policy.AllowEgress && cfg.Network == nil {
+		return nil, errors.New("engine: egress is allowed but no network policy manager is configured")
+	}
+	if cfg.Policy.NetworkDefault == execapi.NetworkEgress && !cfg.Policy.AllowEgress {
+		return nil, errors.New("engine: the default network is egress but egress is not allowed")
+	}
 	e := &Engine{cfg: cfg, store: store, backend: backend, slots: make(chan struct{}, cfg.MaxConcurrent), log: cfg.Logger}
 	for _, name := range cfg.PassHostEnv {
 		if v, ok := os.LookupEnv(name); ok {
@@ -58,6 +64,20 @@ func New(cfg Config, store *images.Store, backend sandbox.Backend) (*Engine, err
 		}
 	}
 	return e, nil
+}
+
+// Close releases what the engine holds for its lifetime: the network policy
+// (its table and ready slots) and the backend's cgroup parent. Runs must have
+// finished.
+func (e *Engine) Close() error {
+	var errs []error
+	if e.cfg.Network != nil {
+		errs = append(errs, e.cfg.Network.Close())
+	}
+	if c, ok := e.backend.(interface{ Close() error }); ok {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // Capacity is how many sandboxes may run at once.
@@ -101,7 +121,7 @@ func (e *Engine) Exec(ctx context.Context, req execapi.Request, events execapi.E
 
 func (e *Engine) run(ctx context.Context, c execapi.Checked, rt images.Resolved, emit func(execapi.EventKind, []byte)) (execapi.Result, error) {
 	memory := int64(c.MemoryMB) << 20
-	sb, err := e.backend.Create(ctx, sandbox.Config{
+	cfg := sandbox.Config{
 		Image:         sandbox.Image{RootFS: rt.RootFS, UIDBase: rt.UIDBase},
 		MemoryBytes:   memory,
 		MaxPids:       e.cfg.MaxPids,
@@ -109,7 +129,23 @@ func (e *Engine) run(ctx context.Context, c execapi.Checked, rt images.Resolved,
 		WritableBytes: e.cfg.WritableBytes,
 		TmpBytes:      e.cfg.TmpBytes,
 		MaxInodes:     e.cfg.MaxInodes,
-	})
+	}
+	if c.Network == execapi.NetworkEgress {
+		slot, err := e.cfg.Network.Acquire(ctx)
+		if err != nil {
+			return execapi.Result{}, fmt.Errorf("network slot: %w", err)
+		}
+		defer func() {
+			if err := e.cfg.Network.Release(slot); err != nil {
+				e.log.Error("releasing a network slot", "err", err)
+			}
+		}()
+		cfg.Network = &sandbox.Network{NetNSFD: slot.FD()}
+		for _, d := range slot.DNS {
+			cfg.Network.DNS = append(cfg.Network.DNS, d.String())
+		}
+	}
+	sb, err := e.backend.Create(ctx, cfg)
 	if err != nil {
 		return execapi.Result{}, err
 	}

@@ -6,6 +6,7 @@ package leakcheck
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -97,9 +98,11 @@ func Take(o Options) Snapshot {
 			}
 		}
 	}
-	if entries, err := os.ReadDir("/sys/class/net"); err == nil {
-		for _, e := range entries {
-			s.Interfaces[e.Name()] = true
+	// Through netlink, not /sys/class/net: sysfs shows the namespace it was
+	// mounted in, not the caller's.
+	if ifaces, err := net.Interfaces(); err == nil {
+		for _, i := range ifaces {
+			s.Interfaces[i.Name] = true
 		}
 	}
 	return s

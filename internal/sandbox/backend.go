@@ -56,6 +56,18 @@ type Config struct {
 	TmpBytes int64
 	// MaxInodes caps the number of files in each writable file system.
 	MaxInodes int64
+	// Network, when set, puts the sandbox in a prepared network namespace
+	// (egress); nil gives it a new, empty one with only loopback.
+	Network *Network
+}
+
+// Network is a prepared network namespace a sandbox joins.
+type Network struct {
+	// NetNSFD is an open file descriptor of the namespace, valid until the
+	// sandbox is destroyed.
+	NetNSFD int
+	// DNS are resolver addresses written to the sandbox's /etc/resolv.conf.
+	DNS []string
 }
 
 // File is written into the sandbox before the job's command starts.

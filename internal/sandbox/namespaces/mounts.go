@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -39,8 +40,10 @@ func buildRoot(s setupMessage) error {
 	if err := unix.Sethostname([]byte(s.Hostname)); err != nil {
 		return fmt.Errorf("set hostname: %w", err)
 	}
-	if err := loopbackUp(); err != nil {
-		return err
+	if !s.JoinedNetwork {
+		if err := loopbackUp(); err != nil {
+			return err
+		}
 	}
 	// Nothing we mount may propagate back to the host.
 	if err := mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
@@ -88,7 +91,30 @@ func buildRoot(s setupMessage) error {
 	if err := maskProc(root); err != nil {
 		return err
 	}
-	return pivot(root)
+	if err := pivot(root); err != nil {
+		return err
+	}
+	if len(s.DNS) > 0 {
+		return writeResolvConf(s.DNS)
+	}
+	return nil
+}
+
+// writeResolvConf points the sandbox at its resolvers (egress only), with
+// short timeouts so a failed lookup fails fast.
+func writeResolvConf(servers []string) error {
+	var b strings.Builder
+	for _, s := range servers {
+		fmt.Fprintf(&b, "nameserver %s\n", s)
+	}
+	b.WriteString("options timeout:2 attempts:2\n")
+	// The image's file may be a symlink (systemd images link it into /run);
+	// replace it rather than write through it.
+	_ = os.Remove("/etc/resolv.conf")
+	if err := os.WriteFile("/etc/resolv.conf", []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("write /etc/resolv.conf: %w", err)
+	}
+	return nil
 }
 
 // buildDev makes a minimal /dev on a small tmpfs.

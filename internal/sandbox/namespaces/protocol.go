@@ -24,6 +24,11 @@ type setupMessage struct {
 	// MapsGroups is false when only one gid is mapped (unprivileged engine),
 	// so devpts cannot be given the tty group.
 	MapsGroups bool `json:"maps_groups"`
+	// JoinedNetwork is true when init starts in a prepared network namespace
+	// (egress), which the engine has already configured.
+	JoinedNetwork bool `json:"joined_network"`
+	// DNS are resolvers for /etc/resolv.conf (egress only).
+	DNS []string `json:"dns"`
 }
 
 // readyMessage answers setupMessage.

@@ -109,8 +109,12 @@ func (s *nsSandbox) start(ctx context.Context, cfg sandbox.Config) error {
 			Setsid: true,
 		},
 	}
+	if cfg.Network != nil {
+		// Join the prepared namespace instead of making an empty one.
+		s.cmd.SysProcAttr.Cloneflags &^= syscall.CLONE_NEWNET
+	}
 	s.waitDone = make(chan struct{})
-	startErr := s.cmd.Start()
+	startErr := startIn(s.cmd, cfg.Network)
 	// The child holds its own copies now (or failed to start).
 	_ = closeAll(controlR, statusW, outW, errW)
 	if startErr != nil {
@@ -138,6 +142,10 @@ func (s *nsSandbox) start(ctx context.Context, cfg sandbox.Config) error {
 		MaxInodes:     cfg.MaxInodes,
 		Hostname:      "sandbox",
 		MapsGroups:    !b.rootless,
+	}
+	if cfg.Network != nil {
+		setup.JoinedNetwork = true
+		setup.DNS = cfg.Network.DNS
 	}
 	if err := json.NewEncoder(s.control).Encode(setup); err != nil {
 		return fmt.Errorf("send setup to init: %w", err)
