@@ -36,8 +36,8 @@ else
   step "Debian packages already installed: ${packages[*]}"
 fi
 
-step "building scratchrun into /usr/local/bin"
-(cd "$repo" && go build -trimpath -o /usr/local/bin/scratchrun ./cmd/scratchrun)
+step "building scratchrun and scratchrun-init into /usr/local/bin"
+(cd "$repo" && go build -trimpath -o /usr/local/bin/ ./cmd/scratchrun ./cmd/scratchrun-init)
 scratchrun version
 
 step "building runtime images (cached by recipe hash; the first build takes a few minutes)"

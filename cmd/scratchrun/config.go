@@ -189,11 +189,55 @@ func parsePrefixes(name string) ([]netip.Prefix, error) {
 
 // newEngine opens the image store and the backend and builds the engine,
 // stating once on stderr what the backend cannot enforce here.
+//
+// newEngine is for long-running servers (mcp, serve): it keeps a warm pool
+// (SCRATCHRUN_POOL_FLOOR, SCRATCHRUN_POOL_MAX, SCRATCHRUN_POOL_MEMORY_MB;
+// floor 0 turns it off).
 func newEngine(log *slog.Logger) (*engine.Engine, error) {
+	pool, err := poolConfig()
+	if err != nil {
+		return nil, err
+	}
+	return newEngineWithPool(log, pool)
+}
+
+// newOneShotEngine is for one call (exec): a pool would only cost.
+func newOneShotEngine(log *slog.Logger) (*engine.Engine, error) {
+	return newEngineWithPool(log, engine.PoolConfig{})
+}
+
+func poolConfig() (engine.PoolConfig, error) {
+	pc := engine.DefaultPoolConfig()
+	for _, s := range []struct {
+		name string
+		set  func(n int64)
+	}{
+		{"SCRATCHRUN_POOL_FLOOR", func(n int64) { pc.Floor = int(n) }},
+		{"SCRATCHRUN_POOL_MAX", func(n int64) { pc.Max = int(n) }},
+		{"SCRATCHRUN_POOL_MEMORY_MB", func(n int64) { pc.MemoryBudgetBytes = n << 20 }},
+	} {
+		v := os.Getenv(s.name)
+		if v == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return pc, fmt.Errorf("%s=%q: want a non-negative integer", s.name, v)
+		}
+		s.set(n)
+	}
+	if operator.allowEgress || os.Getenv("SCRATCHRUN_ALLOW_EGRESS") != "" {
+		pc.Networks = append(pc.Networks, execapi.NetworkEgress)
+	}
+	return pc, nil
+}
+
+func newEngineWithPool(log *slog.Logger, pool engine.PoolConfig) (*engine.Engine, error) {
 	cfg, err := engineConfig(log)
 	if err != nil {
 		return nil, err
 	}
+	cfg.Pool = pool
 	store, err := openStore()
 	if err != nil {
 		return nil, err

@@ -77,7 +77,7 @@ func cmdExec(args []string) int {
 		return usageError(err.Error())
 	}
 
-	eng, err := newEngine(newLogger())
+	eng, err := newOneShotEngine(newLogger())
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "scratchrun: %v\n", err)
 		return exitInternal
@@ -179,7 +179,7 @@ func execRequestJSON(ctx context.Context, source string) int {
 	if err != nil {
 		return printError(execapi.CodeInvalidRequest, err.Error(), exitUsage)
 	}
-	eng, err := newEngine(newLogger())
+	eng, err := newOneShotEngine(newLogger())
 	if err != nil {
 		return printError(execapi.CodeInternal, err.Error(), exitInternal)
 	}

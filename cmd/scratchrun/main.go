@@ -39,6 +39,8 @@ func run(args []string) int {
 		return cmdServe(args[1:])
 	case "keys":
 		return cmdKeys(args[1:])
+	case "bench":
+		return cmdBench(args[1:])
 	case "version", "--version":
 		fmt.Println("scratchrun", version)
 		return 0
@@ -68,6 +70,8 @@ commands:
               scratchrun images list
               scratchrun images import NAME ROOTFS.tar --command 'CMD ... {file}' --file main.ext
               scratchrun images prune
+  bench     measure a workload in sandboxes against the same interpreter run bare
+              scratchrun bench --workload python-print|bash-echo|node-print|chart [--n N] [--concurrency C] [--network none|egress] [--json]
   version   print the version
 
 Run 'scratchrun COMMAND --help' for a command's flags. Operator settings are

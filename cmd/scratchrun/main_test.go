@@ -37,7 +37,8 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binary = filepath.Join(dir, "scratchrun")
-	build := exec.Command("go", "build", "-o", binary, ".")
+	// Both binaries, side by side, as install.sh puts them.
+	build := exec.Command("go", "build", "-o", dir+"/", ".", "../scratchrun-init")
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
 	if err := build.Run(); err != nil {
 		os.RemoveAll(dir)

@@ -33,6 +33,9 @@ type Config struct {
 	// older OpenBLAS builds misdetect, hosts set them so numpy neither crashes
 	// nor computes wrong results.
 	PassHostEnv []string
+	// Pool sizes the warm pool; the zero value (Floor 0) disables it, as
+	// one-shot CLI runs want.
+	Pool PoolConfig
 	// Network provides egress slots; it must be set when Policy.AllowEgress.
 	Network *netpolicy.Manager
 	// Logger receives operational logs; never request env values or code.

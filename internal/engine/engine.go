@@ -13,8 +13,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/scratchrun/scratchrun/internal/engine/warm"
 	"github.com/scratchrun/scratchrun/internal/execapi"
 	"github.com/scratchrun/scratchrun/internal/images"
+	"github.com/scratchrun/scratchrun/internal/netpolicy"
 	"github.com/scratchrun/scratchrun/internal/sandbox"
 )
 
@@ -34,6 +36,7 @@ type Engine struct {
 	store   *images.Store
 	backend sandbox.Backend
 	slots   chan struct{}
+	pool    *pool
 	log     *slog.Logger
 	hostEnv []string
 }
@@ -63,6 +66,7 @@ func New(cfg Config, store *images.Store, backend sandbox.Backend) (*Engine, err
 			e.hostEnv = append(e.hostEnv, name+"="+v)
 		}
 	}
+	e.pool = newPool(e, cfg.Pool)
 	return e, nil
 }
 
@@ -70,6 +74,7 @@ func New(cfg Config, store *images.Store, backend sandbox.Backend) (*Engine, err
 // (its table and ready slots) and the backend's cgroup parent. Runs must have
 // finished.
 func (e *Engine) Close() error {
+	e.pool.close()
 	var errs []error
 	if e.cfg.Network != nil {
 		errs = append(errs, e.cfg.Network.Close())
@@ -79,6 +84,15 @@ func (e *Engine) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// WaitWarm blocks until the warm pool holds its floor for every runtime it
+// keeps, or timeout passes; it reports whether it got there.
+func (e *Engine) WaitWarm(ctx context.Context, timeout time.Duration) bool {
+	return e.pool.waitWarm(ctx, timeout)
+}
+
+// PoolStats reports how many warm sandboxes are ready, per "runtime/network".
+func (e *Engine) PoolStats() map[string]int { return e.pool.stats() }
 
 // Capacity is how many sandboxes may run at once.
 func (e *Engine) Capacity() int { return cap(e.slots) }
@@ -121,6 +135,51 @@ func (e *Engine) Exec(ctx context.Context, req execapi.Request, events execapi.E
 
 func (e *Engine) run(ctx context.Context, c execapi.Checked, rt images.Resolved, emit func(execapi.EventKind, []byte)) (execapi.Result, error) {
 	memory := int64(c.MemoryMB) << 20
+	key := poolKey{runtime: rt.Runtime.Name, network: c.Network, variant: warmVariant(rt.Runtime, c.Code)}
+	l := e.pool.take(key)
+	defer e.pool.finished(key)
+	if l == nil {
+		var err error
+		if l, err = e.lease(ctx, rt, key, memory, false); err != nil {
+			return execapi.Result{}, err
+		}
+	}
+	emit(execapi.EventStarted, nil)
+	stdout := &cappedOutput{limit: e.cfg.OutputLimitBytes, kind: execapi.EventStdout, emit: emit}
+	stderr := &cappedOutput{limit: e.cfg.OutputLimitBytes, kind: execapi.EventStderr, emit: emit}
+	job := e.job(c, rt.Runtime, memory, stdout, stderr)
+
+	outcome, runErr := l.sb.Run(ctx, job)
+	if errors.Is(runErr, sandbox.ErrLimitBelowUsage) {
+		// The warm sandbox already uses more than this job may: nothing ran,
+		// so run the job in a fresh cold one instead.
+		e.release(l)
+		if l, runErr = e.lease(ctx, rt, key, memory, false); runErr != nil {
+			return execapi.Result{}, runErr
+		}
+		outcome, runErr = l.sb.Run(ctx, job)
+	}
+	teardown := e.release(l)
+	if runErr != nil {
+		return execapi.Result{}, runErr
+	}
+	return e.result(c, outcome, teardown, stdout, stderr), nil
+}
+
+// leased is a sandbox with what it holds: its network slot, if any.
+type leased struct {
+	sb   sandbox.Sandbox
+	slot *netpolicy.Slot
+	key  poolKey
+	// usage is the memory a warm sandbox used when it became ready.
+	usage int64
+}
+
+// lease creates a sandbox for runtime rt; warm ones pre-start the runtime's
+// interpreter (when it has a warm start) and are created with the maximum
+// memory limit, lowered when a job arrives.
+func (e *Engine) lease(ctx context.Context, rt images.Resolved, key poolKey, memory int64, prestart bool) (*leased, error) {
+	network := key.network
 	cfg := sandbox.Config{
 		Image:         sandbox.Image{RootFS: rt.RootFS, UIDBase: rt.UIDBase},
 		MemoryBytes:   memory,
@@ -130,16 +189,24 @@ func (e *Engine) run(ctx context.Context, c execapi.Checked, rt images.Resolved,
 		TmpBytes:      e.cfg.TmpBytes,
 		MaxInodes:     e.cfg.MaxInodes,
 	}
-	if c.Network == execapi.NetworkEgress {
+	if prestart && rt.Runtime.Warm != "" {
+		argv, err := warm.Command(rt.Runtime.Warm, rt.Runtime.WarmCommand)
+		if err != nil {
+			return nil, err
+		}
+		env := e.environment(nil, rt.Runtime)
+		if key.variant == variantHeavy && len(rt.Runtime.Preload) > 0 {
+			env = append(env, "SCRATCHRUN_PRELOAD="+strings.Join(rt.Runtime.Preload, ","))
+		}
+		cfg.Prestart = &sandbox.Prestart{Argv: argv, Env: env, Dir: workDir}
+	}
+	l := &leased{key: key}
+	if network == execapi.NetworkEgress {
 		slot, err := e.cfg.Network.Acquire(ctx)
 		if err != nil {
-			return execapi.Result{}, fmt.Errorf("network slot: %w", err)
+			return nil, fmt.Errorf("network slot: %w", err)
 		}
-		defer func() {
-			if err := e.cfg.Network.Release(slot); err != nil {
-				e.log.Error("releasing a network slot", "err", err)
-			}
-		}()
+		l.slot = slot
 		cfg.Network = &sandbox.Network{NetNSFD: slot.FD()}
 		for _, d := range slot.DNS {
 			cfg.Network.DNS = append(cfg.Network.DNS, d.String())
@@ -147,22 +214,31 @@ func (e *Engine) run(ctx context.Context, c execapi.Checked, rt images.Resolved,
 	}
 	sb, err := e.backend.Create(ctx, cfg)
 	if err != nil {
-		return execapi.Result{}, err
+		e.releaseSlot(l)
+		return nil, err
 	}
-	emit(execapi.EventStarted, nil)
-	stdout := &cappedOutput{limit: e.cfg.OutputLimitBytes, kind: execapi.EventStdout, emit: emit}
-	stderr := &cappedOutput{limit: e.cfg.OutputLimitBytes, kind: execapi.EventStderr, emit: emit}
-	job := e.job(c, rt.Runtime, memory, stdout, stderr)
+	l.sb = sb
+	return l, nil
+}
 
-	outcome, runErr := sb.Run(ctx, job)
-	teardown := sb.Destroy()
-	if !teardown.Purged {
-		e.log.Error("sandbox teardown incomplete", "sandbox", sb.ID(), "err", teardown.Err)
+// release destroys a leased sandbox and frees its slot.
+func (e *Engine) release(l *leased) sandbox.Teardown {
+	t := l.sb.Destroy()
+	if !t.Purged {
+		e.log.Error("sandbox teardown incomplete", "sandbox", l.sb.ID(), "err", t.Err)
 	}
-	if runErr != nil {
-		return execapi.Result{}, runErr
+	e.releaseSlot(l)
+	return t
+}
+
+func (e *Engine) releaseSlot(l *leased) {
+	if l.slot == nil {
+		return
 	}
-	return e.result(c, outcome, teardown, stdout, stderr), nil
+	if err := e.cfg.Network.Release(l.slot); err != nil {
+		e.log.Error("releasing a network slot", "err", err)
+	}
+	l.slot = nil
 }
 
 // job turns a checked request into the backend's job: the code becomes a file
@@ -181,7 +257,7 @@ func (e *Engine) job(c execapi.Checked, rt images.Runtime, memory int64, stdout,
 	files = append(files, sandbox.File{Path: codePath, Data: []byte(c.Code)})
 	return sandbox.Job{
 		Argv:           argv,
-		Env:            e.environment(c, rt),
+		Env:            e.environment(c.Env, rt),
 		Dir:            workDir,
 		Files:          files,
 		ReturnFiles:    c.ReturnFiles,
@@ -193,8 +269,9 @@ func (e *Engine) job(c execapi.Checked, rt images.Runtime, memory int64, stdout,
 	}
 }
 
-// environment layers, later winning: base, host pass-through, runtime, request.
-func (e *Engine) environment(c execapi.Checked, rt images.Runtime) []string {
+// environment layers, later winning: base, host pass-through, runtime,
+// request (requestEnv may be nil: a warm interpreter starts without it).
+func (e *Engine) environment(requestEnv map[string]string, rt images.Runtime) []string {
 	env := map[string]string{
 		"PATH": basePath, "HOME": "/root", "LANG": "C.UTF-8", "TMPDIR": "/tmp", "HOSTNAME": "sandbox",
 	}
@@ -205,7 +282,7 @@ func (e *Engine) environment(c execapi.Checked, rt images.Runtime) []string {
 	for k, v := range rt.Env {
 		env[k] = v
 	}
-	for k, v := range c.Env {
+	for k, v := range requestEnv {
 		env[k] = v
 	}
 	out := make([]string, 0, len(env))

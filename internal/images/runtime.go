@@ -33,6 +33,14 @@ type Runtime struct {
 	Version string `json:"version,omitempty"`
 	// Libraries lists notable libraries available (informational).
 	Libraries []string `json:"libraries,omitempty"`
+	// Warm names how a warm sandbox pre-starts this runtime's interpreter
+	// ("python", "node"), with WarmCommand as its command line; empty means
+	// the runtime is always started cold.
+	Warm        string   `json:"warm,omitempty"`
+	WarmCommand []string `json:"warm_command,omitempty"`
+	// Preload lists modules a "heavy" warm sandbox imports ahead of the
+	// job; calls whose code imports one of them get such a sandbox.
+	Preload []string `json:"preload,omitempty"`
 }
 
 // ValidateName reports whether name is a usable runtime or image name:

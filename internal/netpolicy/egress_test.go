@@ -137,13 +137,21 @@ func TestEgressPolicy(t *testing.T) {
 	victimAddr := make(chan string, 1)
 	victimDone := make(chan execapi.Result, 1)
 	go func() {
+		var got strings.Builder
+		sent := false
 		res, err := e.eng.Exec(context.Background(), execapi.Request{Runtime: "python3.13", Network: execapi.NetworkEgress,
 			Limits: execapi.Limits{TimeoutMS: 20000},
 			Code: "import socket, time\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.connect(('198.51.100.10', 80))\nprint('addr', s.getsockname()[0], flush=True)\n" +
 				"l = socket.socket(); l.bind(('0.0.0.0', 9000)); l.listen()\nl.settimeout(6)\ntry:\n    c, _ = l.accept(); print('ACCEPTED')\nexcept OSError: print('nobody came')\n"},
 			func(ev execapi.Event) {
-				if ev.Kind == execapi.EventStdout && strings.HasPrefix(string(ev.Data), "addr ") {
-					victimAddr <- strings.TrimSpace(strings.TrimPrefix(string(ev.Data), "addr "))
+				// Output arrives in chunks of any size: wait for the whole line.
+				if ev.Kind != execapi.EventStdout || sent {
+					return
+				}
+				got.Write(ev.Data)
+				if line, _, ok := strings.Cut(got.String(), "\n"); ok && strings.HasPrefix(line, "addr ") {
+					sent = true
+					victimAddr <- strings.TrimPrefix(line, "addr ")
 				}
 			})
 		if err != nil {

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"io"
 	"time"
 )
@@ -56,10 +57,29 @@ type Config struct {
 	TmpBytes int64
 	// MaxInodes caps the number of files in each writable file system.
 	MaxInodes int64
+	// Prestart, when set, is an interpreter started as soon as the sandbox is
+	// built (already confined like user code) that waits for the job; see
+	// Prestart.
+	Prestart *Prestart
 	// Network, when set, puts the sandbox in a prepared network namespace
 	// (egress); nil gives it a new, empty one with only loopback.
 	Network *Network
 }
+
+// Prestart describes an interpreter a warm sandbox starts ahead of the job.
+// It reads one JSON line on its fd 3, {"argv": [...], "env": ["K=V", ...],
+// "dir": "..."}, and then runs argv's program file as if started with argv.
+// It must not run anything of a caller's before that line arrives.
+type Prestart struct {
+	Argv []string
+	Env  []string
+	Dir  string
+}
+
+// ErrLimitBelowUsage is returned by Run, before anything of the job ran,
+// when the job's memory limit is below what the sandbox already uses (a warm
+// interpreter with heavy imports, say). The caller should use a fresh sandbox.
+var ErrLimitBelowUsage = errors.New("the job's memory limit is below what the warm sandbox already uses")
 
 // Network is a prepared network namespace a sandbox joins.
 type Network struct {

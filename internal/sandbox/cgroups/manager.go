@@ -216,17 +216,22 @@ func (g *Group) SetMemory(bytes int64) error {
 		}
 		return nil
 	}
-	// memsw must stay >= the plain limit at every moment, so the order depends
-	// on whether the limit goes up or down; trying both orders covers either.
+	// memsw must stay >= the plain limit at every moment: lowering sets the
+	// plain limit first, raising sets memsw first. EBUSY (usage above the new
+	// limit) is returned as it is, so callers can tell it apart.
 	memsw := filepath.Join(dir, "memory.memsw.limit_in_bytes")
 	if _, err := os.Stat(memsw); err != nil {
 		return write(dir, "memory.limit_in_bytes", v)
 	}
-	if err := write(dir, "memory.limit_in_bytes", v); err != nil {
+	err := write(dir, "memory.limit_in_bytes", v)
+	if errors.Is(err, syscall.EINVAL) {
 		if err := write(dir, "memory.memsw.limit_in_bytes", v); err != nil {
 			return err
 		}
 		return write(dir, "memory.limit_in_bytes", v)
+	}
+	if err != nil {
+		return err
 	}
 	return write(dir, "memory.memsw.limit_in_bytes", v)
 }
@@ -333,4 +338,18 @@ func (g *Group) Destroy() error {
 		delete(g.dirs, controller)
 	}
 	return errors.Join(errs...)
+}
+
+// MemoryUsage reports the group's current memory use in bytes (0 if unknown).
+func (g *Group) MemoryUsage() int64 {
+	file := "memory.usage_in_bytes"
+	if g.version == V2 {
+		file = "memory.current"
+	}
+	data, err := os.ReadFile(filepath.Join(g.dir("memory"), file))
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+	return n
 }

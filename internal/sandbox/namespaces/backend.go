@@ -15,6 +15,9 @@ import (
 
 	"github.com/scratchrun/scratchrun/internal/sandbox"
 	"github.com/scratchrun/scratchrun/internal/sandbox/cgroups"
+	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces/nsinit"
+	"github.com/scratchrun/scratchrun/internal/sandbox/seccomp"
+	"golang.org/x/sys/unix"
 )
 
 // Options configure the backend.
@@ -27,6 +30,35 @@ type Options struct {
 	CgroupParent string
 	// Logger receives the backend's own diagnostics (never user data).
 	Logger *slog.Logger
+	// InitBinary is the sandbox init program. Default: scratchrun-init next
+	// to the running executable, else the running executable itself (which
+	// must call RunInitIfRequested first thing).
+	InitBinary string
+}
+
+// RunInitIfRequested turns the process into a sandbox's init when it was
+// started as one (see nsinit.RunIfRequested); binaries that create sandboxes
+// call it first thing in main or TestMain.
+func RunInitIfRequested() { nsinit.RunIfRequested() }
+
+// initBinarySource picks the init program; slow reports the fallback to the
+// running executable, whose every start runs all its packages' init work.
+func initBinarySource(configured string) (path string, slow bool) {
+	if configured != "" {
+		return configured, false
+	}
+	self, err := os.Executable()
+	if err == nil {
+		candidate := filepath.Join(filepath.Dir(self), "scratchrun-init")
+		if fi, err := os.Stat(candidate); err == nil && fi.Mode().IsRegular() {
+			return candidate, false
+		}
+		if filepath.Base(self) == "scratchrun" {
+			return self, true
+		}
+	}
+	// Test binaries and embedders act as init themselves, by design.
+	return "/proc/self/exe", false
 }
 
 // Backend creates namespace sandboxes.
@@ -39,6 +71,8 @@ type Backend struct {
 	instance    string
 	seq         atomic.Uint64
 	limitations []string
+	seccomp     []unix.SockFilter
+	keepCaps    []uintptr
 }
 
 var _ sandbox.Backend = (*Backend)(nil)
@@ -85,7 +119,22 @@ func New(opts Options) (*Backend, error) {
 		return nil, fmt.Errorf("create mount point %s: %w", b.mountDir, err)
 	}
 	var err error
-	if b.initPath, err = installInitBinary(opts.StateDir); err != nil {
+	if b.seccomp, err = seccomp.Program(); err != nil {
+		return nil, err
+	}
+	for _, c := range seccomp.DefaultCapabilities {
+		// Docker keeps CAP_NET_RAW for ping; a sandbox has no use for raw or
+		// packet sockets, a classic route to spoofing and kernel bugs.
+		if c != unix.CAP_NET_RAW {
+			b.keepCaps = append(b.keepCaps, c)
+		}
+	}
+	source, slow := initBinarySource(opts.InitBinary)
+	if slow {
+		b.limitations = append(b.limitations, fmt.Sprintf(
+			"scratchrun-init was not found next to %s; sandboxes start from this binary instead, which is slower (install both: go build -o DIR ./cmd/scratchrun ./cmd/scratchrun-init)", source))
+	}
+	if b.initPath, err = installInitBinary(opts.StateDir, source); err != nil {
 		return nil, err
 	}
 	b.instance, err = instanceName(os.Getpid())
@@ -142,13 +191,13 @@ func checkUserNamespaces() error {
 	return nil
 }
 
-// installInitBinary copies the running executable to dir, world-executable:
+// installInitBinary copies the init program to dir, world-executable:
 // the sandbox's init runs as an unmapped-to-root uid that may not traverse the
 // directory the engine was started from (/root, a go test temp dir).
-func installInitBinary(dir string) (string, error) {
-	self, err := os.Open("/proc/self/exe")
+func installInitBinary(dir, source string) (string, error) {
+	self, err := os.Open(source)
 	if err != nil {
-		return "", fmt.Errorf("open own executable: %w", err)
+		return "", fmt.Errorf("open init program %s: %w", source, err)
 	}
 	defer self.Close()
 	st, err := self.Stat()

@@ -3,8 +3,8 @@
 // namespaces, on an overlay of the read-only image with a RAM-backed writable
 // layer, inside its own cgroup, behind Docker's seccomp profile.
 //
-// The sandbox's pid 1 is this same binary re-executed as a small init
-// (RunInitIfRequested): it builds the mount tree, waits for the one job, starts
+// The sandbox's pid 1 is a small init (package nsinit; the scratchrun-init
+// binary, or the engine's own binary re-executed): it builds the mount tree, waits for the one job, starts
 // it, enforces the timeout, reaps everything, collects return files and reports.
 // The engine side treats everything init says as untrusted, because user code
 // runs beside it with the same credentials.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/scratchrun/scratchrun/internal/sandbox"
 	"github.com/scratchrun/scratchrun/internal/sandbox/cgroups"
+	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces/nsinit"
 )
 
 // Time allowed for steps the engine waits on. They bound how long a broken or
@@ -82,7 +83,7 @@ func (s *nsSandbox) start(ctx context.Context, cfg sandbox.Config) error {
 	uids, gids, setgroups := b.idMappings(cfg.Image.UIDBase)
 	s.cmd = &exec.Cmd{
 		Path: b.initPath,
-		Args: []string{initArg0},
+		Args: []string{nsinit.Arg0},
 		// Init and user code start from nothing of the engine's environment:
 		// it may hold API keys.
 		Env:        []string{},
@@ -134,7 +135,7 @@ func (s *nsSandbox) start(ctx context.Context, cfg sandbox.Config) error {
 			return err
 		}
 	}
-	setup := setupMessage{
+	setup := nsinit.SetupMessage{
 		RootFS:        cfg.Image.RootFS,
 		MountDir:      b.mountDir,
 		WritableBytes: cfg.WritableBytes,
@@ -142,6 +143,12 @@ func (s *nsSandbox) start(ctx context.Context, cfg sandbox.Config) error {
 		MaxInodes:     cfg.MaxInodes,
 		Hostname:      "sandbox",
 		MapsGroups:    !b.rootless,
+		// Compiled once in the engine; init only installs it.
+		Seccomp:          b.seccomp,
+		KeepCapabilities: b.keepCaps,
+	}
+	if p := cfg.Prestart; p != nil {
+		setup.Prestart = &nsinit.PrestartSpec{Argv: p.Argv, Env: p.Env, Dir: p.Dir}
 	}
 	if cfg.Network != nil {
 		setup.JoinedNetwork = true
@@ -151,7 +158,7 @@ func (s *nsSandbox) start(ctx context.Context, cfg sandbox.Config) error {
 		return fmt.Errorf("send setup to init: %w", err)
 	}
 	s.statusDec = json.NewDecoder(s.status)
-	var ready readyMessage
+	var ready nsinit.ReadyMessage
 	if err := s.decodeStatus(ctx, setupTimeout, &ready); err != nil {
 		return fmt.Errorf("wait for init: %w", err)
 	}
@@ -204,6 +211,9 @@ func (s *nsSandbox) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, 
 	}
 	if s.group != nil && job.MemoryBytes > 0 {
 		if err := s.group.SetMemory(job.MemoryBytes); err != nil {
+			if errors.Is(err, syscall.EBUSY) {
+				return sandbox.Outcome{}, fmt.Errorf("%w: %v", sandbox.ErrLimitBelowUsage, err)
+			}
 			return sandbox.Outcome{}, err
 		}
 	}
@@ -219,12 +229,12 @@ func (s *nsSandbox) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, 
 	go drain(job.Stdout, s.stdout)
 	go drain(job.Stderr, s.stderr)
 
-	msg := jobMessage{
+	msg := nsinit.JobMessage{
 		Argv: job.Argv, Env: job.Env, Dir: job.Dir, ReturnFiles: job.ReturnFiles,
 		MaxReturnBytes: job.MaxReturnBytes, Timeout: job.Timeout,
 	}
 	for _, f := range job.Files {
-		msg.Files = append(msg.Files, jobFile{Path: f.Path, Data: f.Data})
+		msg.Files = append(msg.Files, nsinit.JobFile{Path: f.Path, Data: f.Data})
 	}
 	if err := json.NewEncoder(s.control).Encode(msg); err != nil {
 		s.kill()
@@ -236,7 +246,7 @@ func (s *nsSandbox) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, 
 	// A hostile init may send anything; it may not send more than the return
 	// budget allows.
 	s.statusDec = json.NewDecoder(io.LimitReader(s.status, 2*job.MaxReturnBytes+maxStatusOverhead))
-	var res resultMessage
+	var res nsinit.ResultMessage
 	decodeErr := s.decodeStatus(ctx, job.Timeout+collectGrace, &res)
 	if ctx.Err() != nil {
 		return sandbox.Outcome{}, ctx.Err()
@@ -315,4 +325,13 @@ func closeAll(files ...*os.File) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// MemoryUsage reports the memory the sandbox's cgroup uses now (0 when
+// unknown). The warm pool measures its budget with it.
+func (s *nsSandbox) MemoryUsage() int64 {
+	if s.group == nil {
+		return 0
+	}
+	return s.group.MemoryUsage()
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	seccompbpf "github.com/elastic/go-seccomp-bpf"
+	"golang.org/x/sys/unix"
 )
 
 // errUnsupported is returned off linux/amd64: the translation and the tests
@@ -19,3 +20,6 @@ func Policy() (*seccompbpf.Policy, error) { return nil, errUnsupported }
 
 // Install loads the sandbox filter; it is only available on linux/amd64.
 func Install() error { return errUnsupported }
+
+// Program is unavailable off linux/amd64.
+func Program() ([]unix.SockFilter, error) { return nil, errUnsupported }

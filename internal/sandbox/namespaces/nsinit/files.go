@@ -1,4 +1,4 @@
-package namespaces
+package nsinit
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 // writeFiles stages input files. It runs in init after pivot_root and before
 // any user code, so every path resolves inside the sandbox's own tree, which at
 // this point holds only the trusted image.
-func writeFiles(files []jobFile) error {
+func writeFiles(files []JobFile) error {
 	for _, f := range files {
 		if err := os.MkdirAll(filepath.Dir(f.Path), 0o755); err != nil {
 			return fmt.Errorf("files[%q]: create parent directory: %w", f.Path, err)

@@ -1,4 +1,4 @@
-package namespaces
+package nsinit
 
 import (
 	"errors"
@@ -36,7 +36,7 @@ func mount(source, target, fstype string, flags uintptr, data string) error {
 // host's mount tree into the sandbox's: an overlay of the image with a
 // RAM-backed writable layer, its own /proc, /tmp and /dev, then pivot_root so
 // that no host path stays reachable.
-func buildRoot(s setupMessage) error {
+func buildRoot(s SetupMessage) error {
 	if err := unix.Sethostname([]byte(s.Hostname)); err != nil {
 		return fmt.Errorf("set hostname: %w", err)
 	}
@@ -118,7 +118,7 @@ func writeResolvConf(servers []string) error {
 }
 
 // buildDev makes a minimal /dev on a small tmpfs.
-func buildDev(dev string, s setupMessage) error {
+func buildDev(dev string, s SetupMessage) error {
 	if err := os.MkdirAll(dev, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", dev, err)
 	}

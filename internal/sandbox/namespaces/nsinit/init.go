@@ -1,4 +1,4 @@
-package namespaces
+package nsinit
 
 import (
 	"encoding/json"
@@ -11,19 +11,26 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/scratchrun/scratchrun/internal/sandbox/seccomp"
+	"github.com/scratchrun/scratchrun/internal/sandbox/seccomp/bpfload"
 )
 
-// RunInitIfRequested turns the process into a sandbox's init when it was
+// RunIfRequested turns the process into a sandbox's init when it was
 // started as one, and never returns in that case. Every binary that creates
 // sandboxes (scratchrun itself, and test binaries) calls it first thing in main
 // or TestMain.
-func RunInitIfRequested() {
-	if len(os.Args) == 0 || os.Args[0] != initArg0 {
+func RunIfRequested() {
+	if len(os.Args) == 0 || os.Args[0] != Arg0 {
 		return
 	}
 	// Capability bounding set, cgroup namespace and the fork of user code are
 	// per-thread in Linux: do all of them on one thread.
+	runtime.LockOSThread()
+	os.Exit(runInit())
+}
+
+// Main runs init unconditionally: the entry point of the dedicated
+// scratchrun-init binary.
+func Main() {
 	runtime.LockOSThread()
 	os.Exit(runInit())
 }
@@ -37,25 +44,34 @@ func runInit() int {
 	dec := json.NewDecoder(control)
 	enc := json.NewEncoder(status)
 
-	var setup setupMessage
+	var setup SetupMessage
 	if err := dec.Decode(&setup); err != nil {
 		return 1
 	}
 	if err := buildRoot(setup); err != nil {
-		_ = enc.Encode(readyMessage{Error: err.Error()})
+		_ = enc.Encode(ReadyMessage{Error: err.Error()})
 		return 1
 	}
-	if err := enc.Encode(readyMessage{Ready: true}); err != nil {
+	var warm *prestarted
+	if setup.Prestart != nil {
+		if err := lockDown(setup); err != nil {
+			_ = enc.Encode(ReadyMessage{Error: err.Error()})
+			return 1
+		}
+		// A pre-start that fails is not fatal: the job then starts cold.
+		warm, _ = startPrestart(*setup.Prestart)
+	}
+	if err := enc.Encode(ReadyMessage{Ready: true}); err != nil {
 		return 1
 	}
 
-	var job jobMessage
+	var job JobMessage
 	if err := dec.Decode(&job); err != nil {
 		// The engine went away or destroyed us unused: nothing to report.
 		return 0
 	}
 	control.Close()
-	result := runJob(job)
+	result := runJob(job, warm, setup)
 	if err := enc.Encode(result); err != nil {
 		return 1
 	}
@@ -64,30 +80,26 @@ func runInit() int {
 
 // runJob stages files, locks the sandbox down, runs the program, reaps every
 // process and collects the return files.
-func runJob(job jobMessage) resultMessage {
-	res := resultMessage{Files: map[string][]byte{}}
+func runJob(job JobMessage, warm *prestarted, setup SetupMessage) ResultMessage {
+	res := ResultMessage{Files: map[string][]byte{}}
 	if err := writeFiles(job.Files); err != nil {
 		res.Error = err.Error()
 		return res
 	}
-	if err := lockDown(); err != nil {
-		res.Error = err.Error()
-		return res
-	}
-	devNull, err := os.Open("/dev/null")
-	if err != nil {
-		res.Error = fmt.Sprintf("open /dev/null: %v", err)
-		return res
+	if !lockedDown {
+		if err := lockDown(setup); err != nil {
+			res.Error = err.Error()
+			return res
+		}
 	}
 	start := time.Now()
-	pid, err := syscall.ForkExec(job.Argv[0], job.Argv, &syscall.ProcAttr{
-		Dir:   job.Dir,
-		Env:   job.Env,
-		Files: []uintptr{devNull.Fd(), 1, 2},
-	})
-	devNull.Close()
+	pid, err := warm.deliver(job)
 	if err != nil {
-		res.Error = fmt.Sprintf("start %s: %v", job.Argv[0], err)
+		// No (live) pre-started interpreter: start the program cold.
+		pid, err = startCold(job)
+	}
+	if err != nil {
+		res.Error = err.Error()
 		return res
 	}
 	res.Started = true
@@ -149,21 +161,25 @@ func reapAll() {
 	}
 }
 
+// lockedDown records that lockDown has run (it must run exactly once).
+var lockedDown bool
+
 // lockDown is the last step before user code: a fresh cgroup namespace rooted
 // at the sandbox's cgroup, capabilities cut to Docker's default set, init made
 // unreadable to ptrace, and the seccomp filter (which also sets no_new_privs).
-func lockDown() error {
+func lockDown(setup SetupMessage) error {
 	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
 		return fmt.Errorf("unshare cgroup namespace: %w", err)
 	}
-	if err := dropBoundingSet(); err != nil {
+	if err := dropBoundingSet(setup.KeepCapabilities); err != nil {
 		return err
 	}
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("set init non-dumpable: %w", err)
 	}
-	if err := seccomp.Install(); err != nil {
+	if err := bpfload.Install(setup.Seccomp); err != nil {
 		return fmt.Errorf("install seccomp filter: %w", err)
 	}
+	lockedDown = true
 	return nil
 }

@@ -1,4 +1,4 @@
-package namespaces
+package nsinit
 
 import (
 	"fmt"
@@ -7,14 +7,13 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/scratchrun/scratchrun/internal/sandbox/seccomp"
 )
 
 // dropBoundingSet removes from the calling thread's bounding set every
-// capability outside Docker's default set, so that user code (root in its user
+// capability outside keepList (the engine sends Docker's default set minus
+// CAP_NET_RAW), so that user code (root in its user
 // namespace) holds only those after execve, and clears the inheritable set.
-func dropBoundingSet() error {
+func dropBoundingSet(keepList []uintptr) error {
 	last := 40
 	if data, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
 		if n, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil {
@@ -22,12 +21,9 @@ func dropBoundingSet() error {
 		}
 	}
 	keep := map[uintptr]bool{}
-	for _, c := range seccomp.DefaultCapabilities {
-		keep[uintptr(c)] = true
+	for _, c := range keepList {
+		keep[c] = true
 	}
-	// Docker keeps CAP_NET_RAW for ping; a sandbox has no use for raw or
-	// packet sockets, which are a classic route to spoofing and kernel bugs.
-	delete(keep, uintptr(unix.CAP_NET_RAW))
 	for c := 0; c <= last; c++ {
 		if keep[uintptr(c)] {
 			continue

@@ -1,0 +1,10 @@
+// Command scratchrun-init is the pid 1 of every namespaces sandbox. The engine
+// (scratchrun) starts it; it is not meant to be run by hand. It is a separate,
+// small binary because it starts once per sandbox: linking only the init code
+// keeps that start to a millisecond or so, where the full scratchrun binary
+// would spend tens of milliseconds initialising packages a sandbox never uses.
+package main
+
+import "github.com/scratchrun/scratchrun/internal/sandbox/namespaces/nsinit"
+
+func main() { nsinit.Main() }

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/scratchrun/scratchrun/internal/bench"
+	"github.com/scratchrun/scratchrun/internal/engine"
+	"github.com/scratchrun/scratchrun/internal/execapi"
+)
+
+func cmdBench(args []string) int {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	names := make([]string, 0, len(bench.Workloads))
+	for n := range bench.Workloads {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	workload := fs.String("workload", "python-print", "what to run: "+strings.Join(names, "|"))
+	n := fs.Int("n", 50, "runs per side")
+	concurrency := fs.Int("concurrency", 1, "runs in flight at once")
+	network := fs.String("network", "none", `"none" or "egress" (needs root; run it in a network namespace of its own to keep the host untouched)`)
+	warmup := fs.Int("warmup", 3, "discarded runs per side before measuring")
+	pool := fs.Bool("pool", true, "use the warm pool (false measures cold sandboxes)")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	if _, err := parseInterspersed(fs, args); err != nil {
+		return flagExit(err)
+	}
+	w, ok := bench.Workloads[*workload]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "scratchrun bench: --workload %q: want one of %s\n", *workload, strings.Join(names, ", "))
+		return exitUsage
+	}
+	if *network != execapi.NetworkNone && *network != execapi.NetworkEgress {
+		fmt.Fprintf(os.Stderr, "scratchrun bench: --network %q: want none or egress\n", *network)
+		return exitUsage
+	}
+	if *network == execapi.NetworkEgress {
+		operator.allowEgress = true
+	}
+	pc := engine.PoolConfig{}
+	if *pool {
+		pc = engine.PoolConfig{Floor: *concurrency, Max: *concurrency * 2, IdleAfter: time.Hour,
+			Runtimes: []string{w.Runtime}, Networks: []string{*network}}
+	}
+	eng, err := newEngineWithPool(newLogger(), pc)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "scratchrun bench: %v\n", err)
+		return exitInternal
+	}
+	defer eng.Close()
+	store, err := openStore()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "scratchrun bench: %v\n", err)
+		return exitInternal
+	}
+	rt, err := store.Resolve(w.Runtime)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "scratchrun bench: %v\n", err)
+		return exitInternal
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if *pool {
+		eng.WaitWarm(ctx, 2*time.Minute)
+	}
+	r, err := bench.Run(ctx, eng, rt, w, bench.Options{N: *n, Concurrency: *concurrency, Network: *network, Warmup: *warmup})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "scratchrun bench: %v\n", err)
+		return exitInternal
+	}
+	if *asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(r)
+		return 0
+	}
+	fmt.Printf("workload %s  n=%d  concurrency=%d  network=%s  pool=%v\n", r.Workload, r.N, r.Concurrency, r.Network, *pool)
+	fmt.Printf("%-8s %9s %9s %9s %12s\n", "", "p50 ms", "p95 ms", "p99 ms", "runs/s")
+	for _, row := range []struct {
+		name string
+		s    bench.Stats
+	}{{"sandbox", r.Sandbox}, {"bare", r.Bare}} {
+		fmt.Printf("%-8s %9.1f %9.1f %9.1f %12.1f\n", row.name, row.s.P50, row.s.P95, row.s.P99, row.s.Throughput)
+	}
+	fmt.Printf("ratio    p50 %.2fx   throughput %.2fx\n", r.RatioP50, r.RatioThroughput)
+	return 0
+}

@@ -1,0 +1,206 @@
+// Package bench measures the engine against the same interpreter run bare
+// (the same binary from the same image, chrooted, no isolation) in the same
+// run, and reports percentiles, throughput and their ratios. Times are only
+// ever compared within one run; nothing here asserts an absolute time.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/scratchrun/scratchrun/internal/execapi"
+	"github.com/scratchrun/scratchrun/internal/images"
+)
+
+// Workload is one thing to run both ways.
+type Workload struct {
+	Name    string
+	Runtime string
+	Code    string
+	Return  []string
+	// Bare is the command line run with chroot into the image, and BareEnv
+	// its environment.
+	Bare    []string
+	BareEnv []string
+}
+
+// chartCode is the README's chart example; it writes the PNG to $OUT, or to
+// stdout when OUT is unset (the bare run, which has no /tmp of its own).
+const chartCode = `import os, sys
+import numpy as np
+import matplotlib.pyplot as plt
+x = np.linspace(0, 4 * np.pi, 400)
+fig, ax = plt.subplots(figsize=(6, 3.5))
+ax.plot(x, np.sin(x), label="sin x")
+ax.plot(x, np.sin(x) * np.exp(-x / 6), label="damped")
+ax.set_title("Rendered in a ScratchRun sandbox")
+ax.legend()
+fig.tight_layout()
+out = os.environ.get("OUT")
+fig.savefig(out if out else sys.stdout.buffer, format="png", dpi=100)
+`
+
+var pyEnv = []string{"PATH=/usr/bin:/bin", "HOME=/root", "LANG=C.UTF-8", "MPLBACKEND=Agg"}
+
+// Workloads are the benchmark's named workloads.
+var Workloads = map[string]Workload{
+	"python-print": {Name: "python-print", Runtime: "python3.13", Code: "print(1)",
+		Bare: []string{"/usr/bin/python3.13", "-c", "print(1)"}, BareEnv: pyEnv},
+	"bash-echo": {Name: "bash-echo", Runtime: "bash", Code: "echo hi",
+		Bare: []string{"/bin/bash", "-c", "echo hi"}, BareEnv: pyEnv},
+	"node-print": {Name: "node-print", Runtime: "node20", Code: "console.log(1)",
+		Bare: []string{"/usr/bin/node", "-e", "console.log(1)"}, BareEnv: pyEnv},
+	"chart": {Name: "chart", Runtime: "python3.13", Code: "import os\nos.environ['OUT'] = '/tmp/chart.png'\n" + chartCode,
+		Return: []string{"/tmp/chart.png"},
+		Bare:   []string{"/usr/bin/python3.13", "-c", chartCode}, BareEnv: pyEnv},
+}
+
+// Stats summarise one side of a run.
+type Stats struct {
+	P50        float64 `json:"p50_ms"`
+	P95        float64 `json:"p95_ms"`
+	P99        float64 `json:"p99_ms"`
+	Throughput float64 `json:"throughput_per_s"`
+}
+
+// Report is the outcome of one benchmark run, in the JSON shape scripts read.
+type Report struct {
+	Workload        string  `json:"workload"`
+	N               int     `json:"n"`
+	Concurrency     int     `json:"concurrency"`
+	Network         string  `json:"network"`
+	Sandbox         Stats   `json:"sandbox"`
+	Bare            Stats   `json:"bare"`
+	RatioP50        float64 `json:"ratio_p50"`
+	RatioThroughput float64 `json:"ratio_throughput"`
+}
+
+// Options of one run.
+type Options struct {
+	N, Concurrency int
+	Network        string
+	// Warmup runs are made (both ways) and discarded first.
+	Warmup int
+}
+
+// Run measures w through exec and bare from rt's image.
+func Run(ctx context.Context, executor execapi.Executor, rt images.Resolved, w Workload, o Options) (Report, error) {
+	if o.N < 1 || o.Concurrency < 1 {
+		return Report{}, errors.New("bench: --n and --concurrency must be at least 1")
+	}
+	req := execapi.Request{Runtime: w.Runtime, Code: w.Code, ReturnFiles: w.Return, Network: o.Network}
+	sandboxOnce := func() error {
+		res, err := executor.Exec(ctx, req, nil)
+		if err != nil {
+			return err
+		}
+		if res.ExitCode != 0 {
+			return fmt.Errorf("%s exited %d: %s", w.Name, res.ExitCode, strings.TrimSpace(res.Stderr))
+		}
+		if len(w.Return) > 0 && len(res.Files) != len(w.Return) {
+			return fmt.Errorf("%s returned %d files, want %d (%s)", w.Name, len(res.Files), len(w.Return), res.Note)
+		}
+		return nil
+	}
+	bareOnce := func() error { return runBare(ctx, rt.RootFS, w) }
+	for i := 0; i < o.Warmup; i++ {
+		if err := sandboxOnce(); err != nil {
+			return Report{}, err
+		}
+		if err := bareOnce(); err != nil {
+			return Report{}, err
+		}
+	}
+	sb, err := measure(ctx, o, sandboxOnce)
+	if err != nil {
+		return Report{}, fmt.Errorf("sandbox: %w", err)
+	}
+	bare, err := measure(ctx, o, bareOnce)
+	if err != nil {
+		return Report{}, fmt.Errorf("bare: %w", err)
+	}
+	r := Report{Workload: w.Name, N: o.N, Concurrency: o.Concurrency, Network: o.Network, Sandbox: sb, Bare: bare}
+	if bare.P50 > 0 {
+		r.RatioP50 = sb.P50 / bare.P50
+	}
+	if bare.Throughput > 0 {
+		r.RatioThroughput = sb.Throughput / bare.Throughput
+	}
+	return r, nil
+}
+
+// runBare runs the workload's interpreter from the image with chroot: the
+// same binary and libraries, no namespaces, no limits.
+func runBare(ctx context.Context, rootfs string, w Workload) error {
+	cmd := exec.CommandContext(ctx, "chroot", append([]string{rootfs}, w.Bare...)...)
+	cmd.Env = w.BareEnv
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("bare %s: %v: %s", w.Name, err, firstLine(out))
+	}
+	return nil
+}
+
+func firstLine(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}
+
+// measure runs once() N times at the given concurrency.
+func measure(ctx context.Context, o Options, once func() error) (Stats, error) {
+	lat := make([]time.Duration, o.N)
+	var next int
+	var mu sync.Mutex
+	var firstErr error
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range o.Concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				i := next
+				next++
+				stop := i >= o.N || firstErr != nil
+				mu.Unlock()
+				if stop || ctx.Err() != nil {
+					return
+				}
+				t := time.Now()
+				if err := once(); err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					return
+				}
+				lat[i] = time.Since(t)
+			}
+		}()
+	}
+	wg.Wait()
+	wall := time.Since(start)
+	if firstErr != nil {
+		return Stats{}, firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return Stats{}, err
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	pct := func(p float64) float64 {
+		i := int(p*float64(len(lat))+0.5) - 1
+		i = max(0, min(i, len(lat)-1))
+		return float64(lat[i].Microseconds()) / 1000
+	}
+	return Stats{P50: pct(0.50), P95: pct(0.95), P99: pct(0.99), Throughput: float64(o.N) / wall.Seconds()}, nil
+}

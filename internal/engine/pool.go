@@ -1,0 +1,399 @@
+package engine
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/scratchrun/scratchrun/internal/images"
+)
+
+// PoolConfig sizes the warm pool. Each pooled sandbox is fully built
+// (namespaces, mounts, cgroup, network slot, a pre-started interpreter with
+// heavy imports done) and used by exactly one call, then destroyed; the pool
+// refills behind it.
+type PoolConfig struct {
+	// Floor is how many sandboxes each warm runtime keeps ready even when
+	// idle; 0 disables the pool.
+	Floor int
+	// Max caps the ready sandboxes of one runtime.
+	Max int
+	// MemoryBudgetBytes caps the memory all ready sandboxes use together
+	// (measured from their cgroups).
+	MemoryBudgetBytes int64
+	// IdleAfter is how long without demand before a runtime shrinks back to
+	// Floor.
+	IdleAfter time.Duration
+	// MaxAge recycles a ready sandbox that waited this long.
+	MaxAge time.Duration
+	// Runtimes lists the runtimes to keep warm (empty: all installed).
+	Runtimes []string
+	// Networks lists the network modes to keep warm ("none", "egress").
+	Networks []string
+}
+
+// DefaultPoolConfig keeps one of each runtime ready, grows with concurrent
+// demand up to 4 each, within 2 GiB, and shrinks after a minute idle.
+func DefaultPoolConfig() PoolConfig {
+	return PoolConfig{Floor: 1, Max: 4, MemoryBudgetBytes: 2 << 30, IdleAfter: time.Minute, MaxAge: 10 * time.Minute,
+		Networks: []string{"none"}}
+}
+
+// poolKey is what makes warm sandboxes interchangeable: the runtime, the
+// network mode, and the variant (heavy: libraries preloaded).
+type poolKey struct{ runtime, network, variant string }
+
+// Warm variants of runtimes that pre-start an interpreter.
+const (
+	variantLight = "light" // interpreter started, nothing imported
+	variantHeavy = "heavy" // the runtime's Preload modules imported
+)
+
+// warmVariant picks the variant a call's code wants: heavy when it imports
+// one of the runtime's preloaded modules (a cheap textual look, good enough
+// to choose a sandbox: a wrong guess costs time, never correctness).
+func warmVariant(rt images.Runtime, code string) string {
+	if rt.Warm == "" {
+		return ""
+	}
+	if rt.Warm == "python" {
+		for _, m := range rt.Preload {
+			top := strings.SplitN(m, ".", 2)[0]
+			if pythonImports(code, top) {
+				return variantHeavy
+			}
+		}
+	}
+	return variantLight
+}
+
+// pythonImports reports whether code has an "import top" or "from top"
+// statement at the start of a line (possibly indented).
+func pythonImports(code, top string) bool {
+	for _, line := range strings.Split(code, "\n") {
+		f := strings.Fields(strings.ReplaceAll(line, ",", " "))
+		if len(f) >= 2 && (f[0] == "import" || f[0] == "from") {
+			for _, w := range f[1:] {
+				if w == "as" || w == "import" {
+					break
+				}
+				if strings.SplitN(w, ".", 2)[0] == top {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+type readySandbox struct {
+	l     *leased
+	since time.Time
+}
+
+type keyState struct {
+	ready    []readySandbox
+	creating int
+	inFlight int
+	// peak is the most runs of this key in flight at once since lastBusy.
+	peak     int
+	lastBusy time.Time
+}
+
+// pool keeps warm sandboxes per (runtime, network). The zero-config pool
+// (Floor 0) hands out nothing and builds nothing.
+type pool struct {
+	e      *Engine
+	cfg    PoolConfig
+	mu     sync.Mutex
+	keys   map[poolKey]*keyState
+	wake   chan struct{}
+	stop   chan struct{}
+	done   chan struct{}
+	closed bool
+}
+
+func newPool(e *Engine, cfg PoolConfig) *pool {
+	p := &pool{e: e, cfg: cfg, keys: map[poolKey]*keyState{}, wake: make(chan struct{}, 1),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	if cfg.Floor <= 0 {
+		close(p.done)
+		return p
+	}
+	if cfg.Max < cfg.Floor {
+		p.cfg.Max = cfg.Floor
+	}
+	for _, rt := range e.store.Installed() {
+		if !p.wanted(rt) {
+			continue
+		}
+		variants := []string{""}
+		if rt.Warm != "" {
+			variants = []string{variantLight}
+			if len(rt.Preload) > 0 {
+				variants = append(variants, variantHeavy)
+			}
+		}
+		for _, n := range cfg.Networks {
+			if n == "egress" && e.cfg.Network == nil {
+				continue
+			}
+			for _, v := range variants {
+				p.keys[poolKey{runtime: rt.Name, network: n, variant: v}] = &keyState{}
+			}
+		}
+	}
+	go p.loop()
+	return p
+}
+
+func (p *pool) wanted(rt images.Runtime) bool {
+	if len(p.cfg.Runtimes) == 0 {
+		return true
+	}
+	for _, name := range p.cfg.Runtimes {
+		if name == rt.Name {
+			return true
+		}
+	}
+	return false
+}
+
+// take hands out a ready sandbox for key, or nil (the caller goes cold).
+// It also records demand, which sizes the pool.
+func (p *pool) take(key poolKey) *leased {
+	p.mu.Lock()
+	defer p.poke()
+	defer p.mu.Unlock()
+	st := p.keys[key]
+	if st == nil || p.closed {
+		return nil
+	}
+	st.inFlight++
+	st.lastBusy = time.Now()
+	if st.inFlight > st.peak {
+		st.peak = st.inFlight
+	}
+	if len(st.ready) == 0 {
+		return nil
+	}
+	r := st.ready[0]
+	st.ready = st.ready[1:]
+	return r.l
+}
+
+// done records the end of a run of key (pairs with take).
+func (p *pool) finished(key poolKey) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if st := p.keys[key]; st != nil && st.inFlight > 0 {
+		st.inFlight--
+	}
+}
+
+func (p *pool) poke() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// target is how many ready sandboxes key should have now.
+func (p *pool) target(st *keyState, now time.Time) int {
+	if now.Sub(st.lastBusy) > p.cfg.IdleAfter {
+		st.peak = st.inFlight
+	}
+	return min(p.cfg.Max, max(p.cfg.Floor, st.peak))
+}
+
+// usage is the memory of all ready sandboxes.
+func (p *pool) usage() int64 {
+	var total int64
+	for _, st := range p.keys {
+		for _, r := range st.ready {
+			total += r.l.usage
+		}
+	}
+	return total
+}
+
+// loop refills, shrinks and recycles until close. One sandbox is built at a
+// time: the pool's CPU budget is one core's worth of building.
+func (p *pool) loop() {
+	defer close(p.done)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		p.trim()
+		if key, ok := p.next(); ok {
+			p.build(key)
+			continue
+		}
+		select {
+		case <-p.stop:
+			return
+		case <-p.wake:
+		case <-tick.C:
+		}
+	}
+}
+
+// next picks the key most short of its target, within the memory budget.
+func (p *pool) next() (poolKey, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return poolKey{}, false
+	}
+	now := time.Now()
+	var best poolKey
+	bestGap := 0
+	for k, st := range p.keys {
+		gap := p.target(st, now) - len(st.ready) - st.creating
+		if gap > bestGap {
+			best, bestGap = k, gap
+		}
+	}
+	if bestGap == 0 {
+		return poolKey{}, false
+	}
+	if p.cfg.MemoryBudgetBytes > 0 && p.usage() >= p.cfg.MemoryBudgetBytes {
+		return poolKey{}, false
+	}
+	p.keys[best].creating++
+	return best, true
+}
+
+func (p *pool) build(key poolKey) {
+	l, err := p.create(key)
+	p.mu.Lock()
+	st := p.keys[key]
+	st.creating--
+	if err != nil || p.closed {
+		p.mu.Unlock()
+		if err != nil {
+			p.e.log.Warn("building a warm sandbox", "runtime", key.runtime, "err", err)
+			// Do not spin on a broken runtime.
+			select {
+			case <-p.stop:
+			case <-time.After(5 * time.Second):
+			}
+		} else {
+			p.e.release(l)
+		}
+		return
+	}
+	st.ready = append(st.ready, readySandbox{l: l, since: time.Now()})
+	p.mu.Unlock()
+}
+
+func (p *pool) create(key poolKey) (*leased, error) {
+	rt, err := p.e.store.Resolve(key.runtime)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	l, err := p.e.lease(ctx, rt, key, int64(p.e.cfg.Policy.MaxMemoryMB)<<20, true)
+	if err != nil {
+		return nil, err
+	}
+	l.measure()
+	return l, nil
+}
+
+// trim destroys ready sandboxes above target (idle shrink) or past MaxAge.
+func (p *pool) trim() {
+	p.mu.Lock()
+	now := time.Now()
+	var drop []*leased
+	for _, st := range p.keys {
+		target := p.target(st, now)
+		keep := st.ready[:0]
+		for _, r := range st.ready {
+			r.l.measure() // imports may have grown it since it was built
+			if len(keep) >= target || (p.cfg.MaxAge > 0 && now.Sub(r.since) > p.cfg.MaxAge) {
+				drop = append(drop, r.l)
+				continue
+			}
+			keep = append(keep, r)
+		}
+		st.ready = keep
+	}
+	p.mu.Unlock()
+	for _, l := range drop {
+		p.e.release(l)
+	}
+}
+
+// measure records the sandbox's current memory use, when the backend tells.
+func (l *leased) measure() {
+	if m, ok := l.sb.(interface{ MemoryUsage() int64 }); ok {
+		l.usage = m.MemoryUsage()
+	}
+}
+
+// waitWarm blocks until every key has its floor ready, or timeout/ctx.
+func (p *pool) waitWarm(ctx context.Context, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for {
+		p.mu.Lock()
+		ok := true
+		for _, st := range p.keys {
+			if len(st.ready) < p.cfg.Floor {
+				ok = false
+			}
+		}
+		p.mu.Unlock()
+		if ok {
+			return true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// stats reports ready sandboxes per runtime (for metrics and tests).
+func (p *pool) stats() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string]int{}
+	for k, st := range p.keys {
+		name := k.runtime + "/" + k.network
+		if k.variant != "" {
+			name += "/" + k.variant
+		}
+		out[name] = len(st.ready)
+	}
+	return out
+}
+
+// close stops building and destroys every ready sandbox.
+func (p *pool) close() {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.closed = true
+	p.mu.Unlock()
+	if p.cfg.Floor > 0 {
+		close(p.stop)
+	}
+	<-p.done
+	p.mu.Lock()
+	var drop []*leased
+	for _, st := range p.keys {
+		for _, r := range st.ready {
+			drop = append(drop, r.l)
+		}
+		st.ready = nil
+	}
+	p.mu.Unlock()
+	for _, l := range drop {
+		p.e.release(l)
+	}
+}

@@ -1,0 +1,218 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/scratchrun/scratchrun/internal/execapi"
+	"github.com/scratchrun/scratchrun/internal/images"
+	"github.com/scratchrun/scratchrun/internal/leakcheck"
+	"github.com/scratchrun/scratchrun/internal/sandbox"
+)
+
+// runRecorder wraps the real backend and counts Run calls per sandbox, so a
+// test can prove no pooled sandbox is ever handed out twice.
+type runRecorder struct {
+	sandbox.Backend
+	mu   sync.Mutex
+	runs map[string]int
+}
+
+type recordedSandbox struct {
+	sandbox.Sandbox
+	r *runRecorder
+}
+
+func (r *runRecorder) Create(ctx context.Context, cfg sandbox.Config) (sandbox.Sandbox, error) {
+	sb, err := r.Backend.Create(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &recordedSandbox{Sandbox: sb, r: r}, nil
+}
+
+func (s *recordedSandbox) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, error) {
+	s.r.mu.Lock()
+	s.r.runs[s.ID()]++
+	s.r.mu.Unlock()
+	return s.Sandbox.Run(ctx, job)
+}
+
+func (s *recordedSandbox) MemoryUsage() int64 {
+	if m, ok := s.Sandbox.(interface{ MemoryUsage() int64 }); ok {
+		return m.MemoryUsage()
+	}
+	return 0
+}
+
+func newPooledEngine(t *testing.T, pc PoolConfig) (*Engine, *runRecorder) {
+	t.Helper()
+	newTestEngine(t, nil) // opens the store and backend
+	rec := &runRecorder{Backend: testNS, runs: map[string]int{}}
+	cfg := DefaultConfig()
+	cfg.Pool = pc
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	e, err := New(cfg, testStore, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, rec
+}
+
+func waitReady(t *testing.T, e *Engine, key string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for e.PoolStats()[key] < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("pool never reached %d ready for %s: %v", n, key, e.PoolStats())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Warm Python sandboxes come with numpy imported, and every call still gets
+// a fresh, unshared interpreter: its own hash seed and random state, and no
+// trace of the previous call.
+func TestWarmPythonIsFreshEveryCall(t *testing.T) {
+	before := leakcheck.Take(leakOpts)
+	e, _ := newPooledEngine(t, PoolConfig{Floor: 1, Max: 1, Runtimes: []string{"python3.13"}, Networks: []string{"none"}, IdleAfter: time.Minute})
+	code := `import os, random, sys
+warm = 'numpy' in sys.modules
+import numpy
+seen = os.path.exists('/tmp/marker')
+open('/tmp/marker', 'w').write('x')
+print(warm, seen, hash('scratchrun'), random.random(), numpy.random.random(), os.environ.get('K'), os.getcwd(), sys.argv[0], __name__)
+`
+	var lines []string
+	for i := 0; i < 3; i++ {
+		waitReady(t, e, "python3.13/none/heavy", 1)
+		res := run(t, e, execapi.Request{Runtime: "python3.13", Code: code, Env: map[string]string{"K": fmt.Sprint(i)}})
+		if res.ExitCode != 0 {
+			t.Fatalf("exit %d stderr %q", res.ExitCode, res.Stderr)
+		}
+		lines = append(lines, strings.TrimSpace(res.Stdout))
+	}
+	seen := map[string]bool{}
+	for i, l := range lines {
+		f := strings.Fields(l)
+		if len(f) != 9 || f[0] != "True" || f[1] != "False" || f[5] != fmt.Sprint(i) || f[6] != "/tmp" || f[7] != "/code/main.py" || f[8] != "__main__" {
+			t.Errorf("call %d: %q; want warm, fresh /tmp, its own env, cwd /tmp, argv[0] /code/main.py, __main__", i, l)
+		}
+		for _, v := range f[2:5] {
+			if seen[v] {
+				t.Errorf("value %s repeated across calls: hash seed or random state is shared", v)
+			}
+			seen[v] = true
+		}
+	}
+	e.Close()
+	if left := leakcheck.WaitClean(before, leakOpts, 5*time.Second); len(left) > 0 {
+		t.Errorf("left after pool shutdown: %v", left)
+	}
+}
+
+// A traceback from a warm interpreter looks like a cold one's.
+func TestWarmTracebackStartsAtUserCode(t *testing.T) {
+	e, _ := newPooledEngine(t, PoolConfig{Floor: 1, Max: 1, Runtimes: []string{"python3.13"}, Networks: []string{"none"}, IdleAfter: time.Minute})
+	defer e.Close()
+	waitReady(t, e, "python3.13/none/heavy", 1)
+	res := run(t, e, execapi.Request{Runtime: "python3.13", Code: "def f():\n    1/0\nf()\n"})
+	if res.ExitCode != 1 || !strings.Contains(res.Stderr, `File "/code/main.py", line 2, in f`) || strings.Contains(res.Stderr, "runpy") {
+		t.Errorf("exit %d stderr %q", res.ExitCode, res.Stderr)
+	}
+}
+
+// Node warm start runs the file as `node FILE` would.
+func TestWarmNode(t *testing.T) {
+	e, _ := newPooledEngine(t, PoolConfig{Floor: 1, Max: 1, Runtimes: []string{"node20"}, Networks: []string{"none"}, IdleAfter: time.Minute})
+	defer e.Close()
+	waitReady(t, e, "node20/none/light", 1)
+	res := run(t, e, execapi.Request{Runtime: "node20", Env: map[string]string{"K": "v"},
+		Code: "console.log(process.argv[1], process.cwd(), process.env.K, require.main === module, typeof require('fs').readFileSync)"})
+	if res.ExitCode != 0 || res.Stdout != "/code/main.js /tmp v true function\n" {
+		t.Errorf("exit %d stdout %q stderr %q", res.ExitCode, res.Stdout, res.Stderr)
+	}
+}
+
+// Under concurrent load no pooled sandbox serves two calls, the pool grows
+// with demand, refills, shrinks back to its floor when idle, and leaves
+// nothing at shutdown.
+func TestPoolNeverReusesGrowsAndShrinks(t *testing.T) {
+	before := leakcheck.Take(leakOpts)
+	e, rec := newPooledEngine(t, PoolConfig{Floor: 1, Max: 3, Runtimes: []string{"bash"}, Networks: []string{"none"}, IdleAfter: 1500 * time.Millisecond})
+	waitReady(t, e, "bash/none", 1)
+	var wg sync.WaitGroup
+	for i := 0; i < 24; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			res, err := e.Exec(context.Background(), execapi.Request{Runtime: "bash", Code: fmt.Sprintf("echo %d; sleep 0.2", i)}, nil)
+			if err != nil || res.Stdout != fmt.Sprintf("%d\n", i) {
+				t.Errorf("call %d: %v %q", i, err, res.Stdout)
+			}
+		}(i)
+	}
+	wg.Wait()
+	rec.mu.Lock()
+	for id, n := range rec.runs {
+		if n != 1 {
+			t.Errorf("sandbox %s ran %d jobs", id, n)
+		}
+	}
+	rec.mu.Unlock()
+	// Demand peaked above the floor: the pool grows toward Max...
+	waitReady(t, e, "bash/none", 3)
+	// ...and shrinks back to the floor once idle.
+	deadline := time.Now().Add(30 * time.Second)
+	for e.PoolStats()["bash/none"] != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("pool did not shrink to its floor: %v", e.PoolStats())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	e.Close()
+	if left := leakcheck.WaitClean(before, leakOpts, 5*time.Second); len(left) > 0 {
+		t.Errorf("left after pool shutdown: %v", left)
+	}
+}
+
+// A job whose memory limit is below what a warm sandbox already uses runs in
+// a fresh cold sandbox instead, and still works.
+func TestWarmFallsBackBelowUsage(t *testing.T) {
+	e, _ := newPooledEngine(t, PoolConfig{Floor: 1, Max: 1, Runtimes: []string{"python3.13"}, Networks: []string{"none"}, IdleAfter: time.Minute})
+	defer e.Close()
+	waitReady(t, e, "python3.13/none/heavy", 1)
+	time.Sleep(1500 * time.Millisecond) // let the heavy imports finish
+	res := run(t, e, execapi.Request{Runtime: "python3.13", Limits: execapi.Limits{MemoryMB: 20}, Code: "import sys\nprint('numpy' in sys.modules)"})
+	if res.ExitCode != 0 || res.Stdout != "False\n" {
+		t.Errorf("exit %d stdout %q stderr %q note %q", res.ExitCode, res.Stdout, res.Stderr, res.Note)
+	}
+}
+
+func TestWarmVariant(t *testing.T) {
+	py := images.Runtime{Warm: "python", Preload: []string{"numpy", "pandas", "matplotlib.pyplot"}}
+	cases := map[string]string{
+		"print(1)":                          variantLight,
+		"import numpy as np":                variantHeavy,
+		"  from matplotlib import pyplot":   variantHeavy,
+		"import os, pandas":                 variantHeavy,
+		"import matplotlib.pyplot as plt":   variantHeavy,
+		"# import numpy\nprint('numpy')":    variantLight,
+		"import numpyish":                   variantLight,
+		"from os import path as numpy_path": variantLight,
+	}
+	for code, want := range cases {
+		if got := warmVariant(py, code); got != want {
+			t.Errorf("%q: %q, want %q", code, got, want)
+		}
+	}
+	if got := warmVariant(images.Runtime{}, "import numpy"); got != "" {
+		t.Errorf("runtime without warm start: %q", got)
+	}
+}

@@ -1,0 +1,42 @@
+// Package warm holds the bootstrap programs that pre-start interpreters in
+// warm sandboxes (see sandbox.Prestart). Each waits on fd 3 for its one job
+// and must never run anything of a caller's before it arrives.
+package warm
+
+import (
+	_ "embed"
+	"fmt"
+	"strings"
+)
+
+//go:embed python.py
+var python string
+
+//go:embed node.js
+var node string
+
+// Command returns the pre-start command line for a runtime's warm kind, with
+// its bootstrap program in place of "{bootstrap}".
+func Command(kind string, template []string) ([]string, error) {
+	var program string
+	switch kind {
+	case "python":
+		program = python
+	case "node":
+		program = node
+	default:
+		return nil, fmt.Errorf("no warm start for %q", kind)
+	}
+	out := make([]string, len(template))
+	found := false
+	for i, a := range template {
+		if strings.Contains(a, "{bootstrap}") {
+			found = true
+		}
+		out[i] = strings.ReplaceAll(a, "{bootstrap}", program)
+	}
+	if !found {
+		return nil, fmt.Errorf("warm command %q has no {bootstrap}", template)
+	}
+	return out, nil
+}

@@ -1,0 +1,45 @@
+// Package bpfload installs an already compiled seccomp BPF program. It is
+// the only seccomp code a sandbox's init carries: compiling Docker's profile
+// happens once, in the engine (package seccomp), and the program travels to
+// init as data, which keeps init small and its start fast.
+package bpfload
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Install sets no_new_privs and loads prog into every thread of the calling
+// process (SECCOMP_FILTER_FLAG_TSYNC). After it returns, every existing
+// thread, every thread created later and every child is filtered; the filter
+// cannot be removed. Each call stacks another filter, so call it once.
+func Install(prog []unix.SockFilter) error {
+	if len(prog) == 0 {
+		return errors.New("seccomp: empty filter program")
+	}
+	// prctl and seccomp act on the calling thread; TSYNC copies both the
+	// filter and no_new_privs to the others, so both calls must come from
+	// the same thread.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("seccomp: set no_new_privs: %w", err)
+	}
+	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	tid, _, errno := unix.Syscall(unix.SYS_SECCOMP,
+		unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog)))
+	runtime.KeepAlive(&fprog)
+	if errno != 0 {
+		return fmt.Errorf("seccomp: load filter: %w", errno)
+	}
+	// With TSYNC the kernel reports a thread it could not synchronise by
+	// returning its TID, not an errno; nothing was installed then.
+	if tid != 0 {
+		return fmt.Errorf("seccomp: load filter: thread %d could not be synchronized", tid)
+	}
+	return nil
+}
