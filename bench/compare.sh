@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Compares ScratchRun with bubblewrap and gVisor's runsc on the same workloads,
+# the same interpreter and the same image, on this machine, in one sitting, and
+# writes the table into BENCHMARKS.md. Run as root after scripts/install.sh:
+#
+#   sudo bench/compare.sh [N]
+#
+# runsc is built from the Go module proxy by scripts/install-runsc.sh (pinned,
+# cached in /var/cache/scratchrun/runsc). Egress workloads run inside a network
+# namespace of their own, so the host's tables and sysctls stay untouched.
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+n="${1:-30}"
+export PATH="$PATH:/usr/local/go/bin"
+for tool in jq bwrap; do command -v "$tool" >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${tool/bwrap/bubblewrap}" >&2; done
+runsc="$("$repo/scripts/install-runsc.sh" --print-path)"
+rootfs_of() { scratchrun images list | awk -v img="$1" '$1 == img {print $2}' | xargs -I{} echo "/var/lib/scratchrun/images/$1-{}/rootfs"; }
+trixie="$(rootfs_of trixie)"
+[[ -d "$trixie" ]] || { echo "compare.sh: trixie image not found; run scripts/install.sh" >&2; exit 1; }
+
+chart_py='import sys
+import numpy as np
+import matplotlib.pyplot as plt
+x = np.linspace(0, 4 * np.pi, 400)
+fig, ax = plt.subplots(figsize=(6, 3.5))
+ax.plot(x, np.sin(x)); ax.plot(x, np.sin(x) * np.exp(-x / 6))
+fig.tight_layout(); fig.savefig(sys.stdout.buffer, format="png", dpi=100)'
+
+# cmd_for WORKLOAD sets cmd to the workload's command line inside the image.
+cmd_for() {
+  case "$1" in
+    python-print) cmd=(/usr/bin/python3.13 -c 'print(1)') ;;
+    bash-echo) cmd=(/bin/bash -c 'echo hi') ;;
+    node-print) cmd=(/usr/bin/node -e 'console.log(1)') ;;
+    chart) cmd=(/usr/bin/python3.13 -c "$chart_py") ;;
+  esac
+}
+
+# median_ms CMD...: runs CMD n times, prints the median wall time in ms.
+median_ms() {
+  local times=()
+  for ((i = 0; i < n; i++)); do
+    local t0 t1
+    t0=$(date +%s%N)
+    "$@" >/dev/null 2>&1 || { echo "failed: $*" >&2; return 1; }
+    t1=$(date +%s%N)
+    times+=($(((t1 - t0) / 1000)))
+  done
+  printf '%s\n' "${times[@]}" | sort -n | awk '{a[NR]=$1} END {printf "%.1f", a[int((NR+1)/2)]/1000}'
+}
+
+bwrap_run() {
+  bwrap --unshare-all --die-with-parent --ro-bind "$trixie" / --tmpfs /tmp --proc /proc --dev /dev \
+    --setenv HOME /root --setenv MPLBACKEND Agg "$@"
+}
+
+bundle="$(mktemp -d /tmp/scratchrun-runsc-bundle.XXXXXX)"
+trap 'rm -rf "$bundle"' EXIT
+runsc_run() {
+  python3 - "$bundle/config.json" "$trixie" "$@" <<'PY'
+import json, sys
+path, rootfs, args = sys.argv[1], sys.argv[2], sys.argv[3:]
+json.dump({"ociVersion": "1.0.2", "root": {"path": rootfs, "readonly": True},
+  "process": {"args": args, "cwd": "/tmp", "env": ["PATH=/usr/bin:/bin", "HOME=/root", "MPLBACKEND=Agg"], "user": {"uid": 0, "gid": 0}},
+  "mounts": [{"destination": "/proc", "type": "proc", "source": "proc"}, {"destination": "/tmp", "type": "tmpfs", "source": "tmpfs"}],
+  "linux": {"namespaces": [{"type": t} for t in ("pid", "network", "ipc", "uts", "mount")]}}, open(path, "w"))
+PY
+  "$runsc" --root /run/scratchrun-runsc --platform=systrap --network=none --ignore-cgroups run --bundle "$bundle" "bench-$$-$RANDOM"
+}
+mkdir -p /run/scratchrun-runsc
+
+rows=()
+for w in python-print bash-echo node-print chart; do
+  echo "==> $w" >&2
+  ours="$(scratchrun bench --workload "$w" --n "$n" --json)"
+  bare=$(jq -r .bare.p50_ms <<<"$ours"); mine=$(jq -r .sandbox.p50_ms <<<"$ours")
+  cmd_for "$w"
+  bw=$(median_ms bwrap_run "${cmd[@]}")
+  rs=$(median_ms runsc_run "${cmd[@]}")
+  egress="$(unshare --net env SCRATCHRUN_DNS=192.0.2.53 scratchrun bench --workload "$w" --n "$n" --network egress --json | jq -r .sandbox.p50_ms)"
+  rows+=("| $w | $bare | $mine ($(jq -r '.ratio_p50 | .*100|round/100' <<<"$ours")×) | $egress | $bw ($(awk -v a="$bw" -v b="$bare" 'BEGIN{printf "%.2f", a/b}')×) | $rs ($(awk -v a="$rs" -v b="$bare" 'BEGIN{printf "%.2f", a/b}')×) |")
+done
+tput="$(scratchrun bench --workload python-print --n "$((n * 2))" --concurrency 4 --json)"
+
+{
+  echo "# Benchmarks"
+  echo
+  echo "Measured by \`bench/compare.sh $n\` on $(date -u +%Y-%m-%d), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), kernel $(uname -r)."
+  echo "p50 wall time per call in ms, concurrency 1, $n runs per cell; ratios are against the same interpreter from the same image run bare (chroot, no isolation) in the same run."
+  echo "ScratchRun runs through its engine with the warm pool; egress adds a network slot per call."
+  echo
+  echo "| workload | bare | ScratchRun | ScratchRun, egress | bubblewrap | gVisor runsc (systrap) |"
+  echo "|---|---|---|---|---|---|"
+  printf '%s\n' "${rows[@]}"
+  echo
+  echo "python-print at concurrency 4: ScratchRun $(jq -r .sandbox.throughput_per_s <<<"$tput" | xargs printf '%.1f') runs/s, bare $(jq -r .bare.throughput_per_s <<<"$tput" | xargs printf '%.1f') runs/s ($(jq -r '.ratio_throughput' <<<"$tput" | xargs printf '%.2f')× of bare)."
+} > "$repo/BENCHMARKS.md"
+cat "$repo/BENCHMARKS.md"
