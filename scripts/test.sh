@@ -12,6 +12,11 @@ export PATH="$PATH:/usr/local/go/bin"
 
 scripts/install.sh --no-example
 
+# The MCP tests drive scratchrun with real clients from npm (test/mcp-node).
+printf '\n==> npm ci in test/mcp-node (MCP client tests)\n' >&2
+command -v node >/dev/null && command -v npm >/dev/null || { apt-get update -qq && apt-get install -y -qq nodejs npm; }
+(cd test/mcp-node && npm ci --no-audit --no-fund)
+
 printf '\n==> gofmt and go vet\n' >&2
 unformatted="$(gofmt -l .)"
 if [[ -n "$unformatted" ]]; then

@@ -1,12 +1,269 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"flag"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/scratchrun/scratchrun/internal/execapi"
+	"github.com/scratchrun/scratchrun/internal/httpapi"
+	"github.com/scratchrun/scratchrun/internal/mcpserver"
+	"github.com/scratchrun/scratchrun/internal/store"
 )
 
-// cmdServe is being written (see the open issues); until then it says so.
+// defaultServeAddr is loopback: exposing the server is a deliberate choice.
+const defaultServeAddr = "127.0.0.1:8722"
+
+// cmdServe runs the HTTP API (and MCP at /mcp) over the local engine until
+// SIGTERM or SIGINT, then drains: new requests get 503, runs in flight finish,
+// and the process exits 0 with no sandbox left. A second signal cancels the
+// runs still going (killing their sandboxes) and exits once they are gone.
 func cmdServe(args []string) int {
-	fmt.Fprintln(os.Stderr, "scratchrun serve: not available in this build yet")
-	return exitInternal
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	addr := fs.String("addr", "", "listen on `HOST:PORT` (env SCRATCHRUN_ADDR; default "+defaultServeAddr+")")
+	dbPath := fs.String("db", "", "key and usage database `FILE` (env SCRATCHRUN_DB; default "+defaultDBPath()+")")
+	capacity := fs.Int("capacity", 0, "sandboxes run at once (default SCRATCHRUN_MAX_CONCURRENT, else 2 per core bounded by memory)")
+	queueWait := fs.Duration("queue-wait", httpapi.DefaultQueueWait, "how long a request waits for a free sandbox before a 429 (0: no waiting)")
+	queueLen := fs.Int("queue", 0, "requests that may wait for a sandbox at once (default 4 per sandbox)")
+	maxBody := fs.String("max-body", "10MiB", "largest request body accepted (`SIZE`: bytes, or with KiB/MiB)")
+	allowNoAuth := fs.Bool("allow-no-auth", false, "serve without API keys on a non-loopback address (dangerous: anyone who reaches it runs code)")
+	addOperatorFlags(fs)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `usage: scratchrun serve [--addr HOST:PORT] [--db FILE] [flags]
+
+Serves the HTTP API (POST /v1/exec, GET /v1/runtimes, /healthz, /readyz,
+/metrics) and the MCP tool at /mcp, with the API keys of 'scratchrun keys'.
+While no key has ever been created it serves without authentication, and then
+only on a loopback address unless --allow-no-auth is given.
+
+flags:
+`)
+		fs.PrintDefaults()
+	}
+	positional, err := parseInterspersed(fs, args)
+	if err != nil {
+		return flagExit(err)
+	}
+	if len(positional) > 0 {
+		return serveUsageError(fmt.Sprintf("unexpected argument %q", positional[0]))
+	}
+	listenAddr := firstNonEmpty(*addr, os.Getenv("SCRATCHRUN_ADDR"), defaultServeAddr)
+	db := firstNonEmpty(*dbPath, os.Getenv("SCRATCHRUN_DB"), defaultDBPath())
+	bodyLimit, err := parseSize(*maxBody)
+	if err != nil {
+		return serveUsageError("--max-body: " + err.Error())
+	}
+	if *capacity < 0 || *queueLen < 0 || *queueWait < 0 {
+		return serveUsageError("--capacity, --queue and --queue-wait must not be negative")
+	}
+	if *capacity > 0 {
+		// The engine reads its capacity from the environment; the flag wins.
+		os.Setenv("SCRATCHRUN_MAX_CONCURRENT", strconv.Itoa(*capacity))
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	keys, err := store.Open(ctx, db)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "scratchrun serve: %v\n", err)
+		return exitInternal
+	}
+	defer keys.Close()
+	hasKeys, err := keys.HasKeys(ctx)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "scratchrun serve: %v\n", err)
+		return exitInternal
+	}
+
+	refuse := func(where string) int {
+		return serveUsageError(fmt.Sprintf("refusing to serve on %s without API keys: anyone who reaches it could run code.\n"+
+			"Create a key first (scratchrun keys create --name NAME --db %s), listen on 127.0.0.1, or pass --allow-no-auth", where, db))
+	}
+	openToAll := !hasKeys && !*allowNoAuth
+	// Refuse before binding when the address says enough, so that nothing
+	// is ever exposed, even for a moment.
+	if openToAll && addrIsNotLoopback(listenAddr) {
+		return refuse(listenAddr)
+	}
+	ln, err := net.Listen("tcp", listenAddr)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "scratchrun serve: listen on %s: %v\n", listenAddr, err)
+		return exitInternal
+	}
+	defer ln.Close()
+	if openToAll && !listenerIsLoopback(ln) {
+		ln.Close()
+		return refuse(ln.Addr().String())
+	}
+
+	log := newLogger()
+	eng, err := newEngine(log)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "scratchrun serve: %v\n", err)
+		return exitInternal
+	}
+	closeEngine := func() {
+		if err := eng.Close(); err != nil {
+			fmt.Fprintf(os.Stderr, "scratchrun serve: release the engine: %v\n", err)
+		}
+	}
+	srv, err := httpapi.New(httpapi.Config{
+		Service:      eng,
+		Keys:         keys,
+		Capacity:     eng.Capacity(),
+		MaxQueue:     *queueLen,
+		QueueWait:    queueWaitSetting(*queueWait),
+		MaxBodyBytes: bodyLimit,
+		MCP: func(svc execapi.Service) http.Handler {
+			return mcpserver.HTTPHandler(rejectionWords{svc}, mcpserver.Options{Logger: log, Version: version})
+		},
+		Logger: log,
+	})
+	if err != nil {
+		closeEngine()
+		fmt.Fprintf(os.Stderr, "scratchrun serve: %v\n", err)
+		return exitInternal
+	}
+
+	if !hasKeys {
+		fmt.Fprintf(os.Stderr, "scratchrun serve: no API keys exist: serving WITHOUT authentication until one is created (scratchrun keys create --name NAME --db %s)\n", db)
+	}
+	queueText := "no queue"
+	if *queueWait > 0 {
+		queueText = fmt.Sprintf("queue wait %s", *queueWait)
+	}
+	fmt.Fprintf(os.Stderr, "scratchrun serve: listening on http://%s (capacity %d sandboxes, %s, keys in %s)\n", ln.Addr(), eng.Capacity(), queueText, db)
+	go func() {
+		if err := srv.Ready(ctx); err != nil {
+			fmt.Fprintf(os.Stderr, "scratchrun serve: warning: not ready: %v\n", err)
+		}
+	}()
+
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, syscall.SIGTERM, os.Interrupt)
+	defer signal.Stop(signals)
+	drainCtx, drain := context.WithCancel(ctx)
+	go func() {
+		sig := <-signals
+		fmt.Fprintf(os.Stderr, "scratchrun serve: %s: draining (new requests get 503; runs in flight finish); signal again to cancel them\n", sig)
+		drain()
+		<-signals
+		fmt.Fprintln(os.Stderr, "scratchrun serve: second signal: cancelling the runs in flight")
+		srv.Abort()
+	}()
+	err = srv.Serve(drainCtx, ln)
+	closeEngine()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "scratchrun serve: %v\n", err)
+		return exitInternal
+	}
+	fmt.Fprintln(os.Stderr, "scratchrun serve: drained; exiting")
+	return 0
+}
+
+// rejectionWords gives the MCP tool the server's own words for a refusal
+// ("this API key's limit of 2 runs per minute is used up; retry after 30 s")
+// instead of a generic "at capacity".
+type rejectionWords struct{ execapi.Service }
+
+func (r rejectionWords) Exec(ctx context.Context, req execapi.Request, events execapi.EventSink) (execapi.Result, error) {
+	res, err := r.Service.Exec(ctx, req, events)
+	var rej *httpapi.RejectedError
+	if errors.As(err, &rej) {
+		return res, &mcpserver.ToolError{Message: "ScratchRun refused the call: " + rej.Error() + ".", Err: err}
+	}
+	return res, err
+}
+
+func serveUsageError(msg string) int {
+	fmt.Fprintf(os.Stderr, "scratchrun serve: %s\n", msg)
+	return exitUsage
+}
+
+// queueWaitSetting maps the flag (0 means no waiting) to httpapi's Config
+// (0 means the default, negative no waiting).
+func queueWaitSetting(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
+// addrIsNotLoopback reports whether HOST:PORT certainly binds beyond loopback:
+// an empty host or an IP literal that is not loopback. Host names are decided
+// by listenerIsLoopback once bound.
+func addrIsNotLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false // net.Listen will refuse it with a clear error
+	}
+	if host == "" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && !ip.IsLoopback()
+}
+
+// listenerIsLoopback reports whether ln accepts connections only from this
+// machine. The bound address is checked rather than the text given, so that
+// "localhost", "[::1]" and "127.0.0.1" are loopback and "", "0.0.0.0" and any
+// name that resolves elsewhere are not.
+func listenerIsLoopback(ln net.Listener) bool {
+	tcp, ok := ln.Addr().(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
+}
+
+// defaultDBPath is /var/lib/scratchrun/scratchrun.db for root, else in the
+// user's data directory.
+func defaultDBPath() string {
+	if os.Geteuid() == 0 {
+		return "/var/lib/scratchrun/scratchrun.db"
+	}
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "scratchrun", "scratchrun.db")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return filepath.Join(os.TempDir(), fmt.Sprintf("scratchrun-%d", os.Getuid()), "scratchrun.db")
+	}
+	return filepath.Join(home, ".local", "share", "scratchrun", "scratchrun.db")
+}
+
+func firstNonEmpty(values ...string) string {
+	for _, v := range values {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// parseSize reads "1048576", "512KiB" or "10MiB" (also KB/MB/K/M, all binary).
+func parseSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1 << 10}, {"MB", 1 << 20}, {"GB", 1 << 30}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1}} {
+		if strings.HasSuffix(strings.ToUpper(t), strings.ToUpper(u.suffix)) {
+			t, mult = strings.TrimSpace(t[:len(t)-len(u.suffix)]), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n <= 0 || n > (1<<40)/mult {
+		return 0, errors.New(strconv.Quote(s) + " is not a positive size (e.g. 10MiB, 512KiB, 1048576)")
+	}
+	return n * mult, nil
 }

@@ -188,6 +188,7 @@ func (e *Engine) lease(ctx context.Context, rt images.Resolved, key poolKey, mem
 		WritableBytes: e.cfg.WritableBytes,
 		TmpBytes:      e.cfg.TmpBytes,
 		MaxInodes:     e.cfg.MaxInodes,
+		Warm:          prestart,
 	}
 	if prestart && rt.Runtime.Warm != "" {
 		argv, err := warm.Command(rt.Runtime.Warm, rt.Runtime.WarmCommand)

@@ -57,6 +57,9 @@ type Config struct {
 	TmpBytes int64
 	// MaxInodes caps the number of files in each writable file system.
 	MaxInodes int64
+	// Warm marks a sandbox built ahead of demand: the backend does all the
+	// work it can before the job arrives (confinement included).
+	Warm bool
 	// Prestart, when set, is an interpreter started as soon as the sandbox is
 	// built (already confined like user code) that waits for the job; see
 	// Prestart.

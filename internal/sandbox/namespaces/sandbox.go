@@ -147,6 +147,7 @@ func (s *nsSandbox) start(ctx context.Context, cfg sandbox.Config) error {
 		Seccomp:          b.seccomp,
 		KeepCapabilities: b.keepCaps,
 	}
+	setup.LockDownEarly = cfg.Warm
 	if p := cfg.Prestart; p != nil {
 		setup.Prestart = &nsinit.PrestartSpec{Argv: p.Argv, Env: p.Env, Dir: p.Dir}
 	}

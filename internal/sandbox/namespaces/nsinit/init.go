@@ -53,11 +53,13 @@ func runInit() int {
 		return 1
 	}
 	var warm *prestarted
-	if setup.Prestart != nil {
+	if setup.Prestart != nil || setup.LockDownEarly {
 		if err := lockDown(setup); err != nil {
 			_ = enc.Encode(ReadyMessage{Error: err.Error()})
 			return 1
 		}
+	}
+	if setup.Prestart != nil {
 		// A pre-start that fails is not fatal: the job then starts cold.
 		warm, _ = startPrestart(*setup.Prestart)
 	}

@@ -39,6 +39,10 @@ type SetupMessage struct {
 	// KeepCapabilities are the capabilities user code keeps in its bounding
 	// set; every other one is dropped.
 	KeepCapabilities []uintptr `json:"keep_capabilities"`
+	// LockDownEarly confines init right after building the sandbox rather
+	// than when the job arrives (warm sandboxes: the work leaves the call's
+	// critical path). A Prestart implies it.
+	LockDownEarly bool `json:"lock_down_early"`
 	// Prestart, when set, is an interpreter init starts (locked down, as
 	// user code) right away; the job is later handed to it on its fd 3.
 	Prestart *PrestartSpec `json:"prestart,omitempty"`
