@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces"
 )
 
@@ -20,6 +22,9 @@ const (
 func main() {
 	// A re-executed copy of this binary may be a sandbox's init.
 	namespaces.RunInitIfRequested()
+	// Descriptors our parent left open (a shell's, a client's) must never
+	// reach a child of ours, least of all a sandbox.
+	_ = unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
 	os.Exit(run(os.Args[1:]))
 }
 

@@ -85,8 +85,9 @@ func (s *nsSandbox) start(ctx context.Context, cfg sandbox.Config) error {
 		Path: b.initPath,
 		Args: []string{nsinit.Arg0},
 		// Init and user code start from nothing of the engine's environment:
-		// it may hold API keys.
-		Env:        []string{},
+		// it may hold API keys. GODEBUG only keeps init's Go runtime from
+		// opening the host's cgroup files to size itself.
+		Env:        []string{"GODEBUG=containermaxprocs=0,updatemaxprocs=0"},
 		Stdout:     outW,
 		Stderr:     errW,
 		ExtraFiles: []*os.File{controlR, statusW},

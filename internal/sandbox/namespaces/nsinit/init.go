@@ -36,6 +36,9 @@ func Main() {
 }
 
 func runInit() int {
+	// Nothing init inherited beyond its five descriptors may reach user
+	// code, whatever the engine's own parent left open in it.
+	_ = unix.CloseRange(statusFD+1, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
 	control := os.NewFile(controlFD, "control")
 	status := os.NewFile(statusFD, "status")
 	// User code must not inherit the engine's pipes.
