@@ -1,0 +1,76 @@
+//go:build hostile
+
+package main
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/scratchrun/scratchrun/internal/leakcheck"
+)
+
+// kill -9 of engines in the middle of runs: their sandboxes die with them,
+// and the next engine to start removes every cgroup they left.
+func TestHostileKilledEngineIsCleanedUpAtStart(t *testing.T) {
+	before := leakcheck.Take(leakOpts)
+	var engines []*exec.Cmd
+	for i := 0; i < 4; i++ {
+		cmd := exec.Command(binary, "exec", "--runtime", "bash", "--timeout-ms", "30000", "--code", "sleep 25 & sleep 25")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		engines = append(engines, cmd)
+	}
+	// Wait until all four sandboxes exist.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		groups, _ := filepath.Glob("/sys/fs/cgroup/memory/" + cgroupParent + "/*")
+		if len(groups) >= 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sandboxes never started: %v", groups)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	for _, cmd := range engines {
+		cmd.Process.Signal(syscall.SIGKILL) // only the engine: its sandboxes are on their own
+		cmd.Wait()
+	}
+	// The sandboxes die with their engine (parent-death signal on init).
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		left := leakcheck.NewSince(before, leakcheck.Take(leakOpts))
+		procs := 0
+		for _, l := range left {
+			if strings.HasPrefix(l, "process ") {
+				procs++
+			}
+		}
+		if procs == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sandbox processes outlived their killed engine: %v", left)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	groups, _ := filepath.Glob("/sys/fs/cgroup/memory/" + cgroupParent + "/*")
+	if len(groups) == 0 {
+		t.Log("no cgroup left by the killed engines (nothing to sweep)")
+	}
+	// A new engine starts, sweeps, and serves normally.
+	r := scratchrun(t, t.TempDir(), "", "exec", "--runtime", "bash", "--code", "echo fresh")
+	if r.code != 0 || r.stdout != "fresh\n" {
+		t.Fatalf("engine after the crash: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if left := leakcheck.WaitClean(before, leakOpts, 5*time.Second); len(left) > 0 {
+		t.Errorf("left after restart: %v", left)
+	}
+}
