@@ -80,7 +80,7 @@ func openKeys(ctx context.Context, flagValue string) (*store.Store, error) {
 func keysCreate(args []string) int {
 	fs, db := keysFlagSet("create")
 	name := fs.String("name", "", "a label for the key, unique among active keys (required)")
-	rate := fs.String("rate", strconv.Itoa(defaultKeyRate)+"/min", "runs the key may start per minute (`N/min`)")
+	rate := fs.String("rate", strconv.Itoa(defaultKeyRate)+"/min", "runs the key may start per minute, as `N/min` or N")
 	conc := fs.Int("concurrency", defaultKeyConcurrency, "requests of the key in flight at once")
 	positional, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -183,7 +183,7 @@ func keysRevoke(args []string) int {
 
 func keysUsageReport(args []string) int {
 	fs, db := keysFlagSet("usage")
-	keyRef := fs.String("key", "", "only this key (`ID|NAME`; a name matches revoked keys of that name too)")
+	keyRef := fs.String("key", "", "only this key, by `ID|NAME` (a name also matches revoked keys of that name)")
 	since := fs.String("since", "", "only runs started since `WHEN`: a duration back (24h, 90m), a date (2025-01-31) or RFC 3339 time")
 	runs := fs.Bool("runs", false, "list each run instead of totals per key")
 	positional, err := parseInterspersed(fs, args)

@@ -70,6 +70,9 @@ commands:
               scratchrun exec --runtime python3.13 --code 'print(1)'
               scratchrun exec --runtime bash script.sh --env NAME=value --file /tmp/in.csv=@data.csv --return /tmp/out.png
               scratchrun exec --request req.json      (or - for stdin; prints the result JSON)
+  mcp       serve the scratchrun_exec MCP tool (stdio; --http ADDR for Streamable HTTP)
+  serve     run the HTTP API server (POST /v1/exec, /mcp, /metrics)
+  keys      manage the server's API keys (create, list, revoke, usage)
   images    manage runtime images
               scratchrun images build [RUNTIME|IMAGE...] [--force]
               scratchrun images list

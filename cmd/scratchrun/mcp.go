@@ -40,6 +40,7 @@ func cmdMCP(args []string) int {
 	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
 	httpAddr := fs.String("http", "", "serve Streamable HTTP at `ADDR` (e.g. 127.0.0.1:8765), path /mcp, instead of stdio")
 	tokenFlag := fs.String("token", "", "bearer `TOKEN` HTTP clients must send (default $SCRATCHRUN_MCP_TOKEN; the variable keeps it out of `ps`)")
+	addOperatorFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: scratchrun mcp [--http ADDR [--token TOKEN]]
 

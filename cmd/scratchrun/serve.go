@@ -176,6 +176,7 @@ flags:
 // instead of a generic "at capacity".
 type rejectionWords struct{ execapi.Service }
 
+// Exec implements execapi.Executor.
 func (r rejectionWords) Exec(ctx context.Context, req execapi.Request, events execapi.EventSink) (execapi.Result, error) {
 	res, err := r.Service.Exec(ctx, req, events)
 	var rej *httpapi.RejectedError

@@ -1,0 +1,401 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/scratchrun/scratchrun/internal/leakcheck"
+)
+
+// These tests run `scratchrun serve` and `scratchrun keys` as an operator
+// would: the real binary, a real SQLite file, a socket on 127.0.0.1.
+
+var keyLine = regexp.MustCompile(`^sr_live_[0-9A-Za-z]{43}$`)
+
+// createKey runs `keys create` and returns the key from the last line.
+func createKey(t *testing.T, db, name string, extra ...string) string {
+	t.Helper()
+	r := scratchrun(t, t.TempDir(), "", append([]string{"keys", "create", "--name", name, "--db", db}, extra...)...)
+	if r.code != 0 {
+		t.Fatalf("keys create: exit %d: %s", r.code, r.stderr)
+	}
+	lines := strings.Split(strings.TrimRight(r.stdout, "\n"), "\n")
+	key := lines[len(lines)-1]
+	if !keyLine.MatchString(key) {
+		t.Fatalf("last line of keys create is %q, not a key alone", key)
+	}
+	return key
+}
+
+// serveProcess is a running `scratchrun serve`.
+type serveProcess struct {
+	cmd  *exec.Cmd
+	url  string
+	mu   sync.Mutex
+	logs strings.Builder
+	exit chan error
+}
+
+func (p *serveProcess) stderr() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.logs.String()
+}
+
+// startServe starts the binary on a free loopback port and waits until it
+// says where it listens.
+func startServe(t *testing.T, args ...string) *serveProcess {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &serveProcess{cmd: cmd, exit: make(chan error, 1)}
+	found := make(chan string, 1)
+	listening := regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`)
+	go func() {
+		sc := bufio.NewScanner(pipe)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.logs.WriteString(sc.Text() + "\n")
+			p.mu.Unlock()
+			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
+				found <- m[1]
+			}
+		}
+		p.exit <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-p.exit:
+			case <-time.After(60 * time.Second):
+				cmd.Process.Kill()
+				t.Errorf("serve did not exit after SIGTERM:\n%s", p.stderr())
+			}
+		}
+	})
+	select {
+	case p.url = <-found:
+	case err := <-p.exit:
+		t.Fatalf("serve exited before listening (%v):\n%s", err, p.stderr())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("serve did not start listening:\n%s", p.stderr())
+	}
+	return p
+}
+
+// wait returns the exit status once the process ends (bounded to catch hangs).
+func (p *serveProcess) wait(t *testing.T) int {
+	t.Helper()
+	select {
+	case err := <-p.exit:
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0
+	case <-time.After(90 * time.Second):
+		t.Fatalf("serve did not exit:\n%s", p.stderr())
+		return -1
+	}
+}
+
+func httpCall(method, url, key, body string) (int, string, error) {
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		return 0, "", err
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := (&http.Client{Timeout: 90 * time.Second}).Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(data), err
+}
+
+func metricLine(url, name string) string {
+	_, body, _ := httpCall(http.MethodGet, url+"/metrics", "", "")
+	for _, line := range strings.Split(body, "\n") {
+		if strings.HasPrefix(line, name+" ") {
+			return strings.TrimPrefix(line, name+" ")
+		}
+	}
+	return ""
+}
+
+// SIGTERM drains: the run in flight completes with 200, new requests get 503
+// or find the port closed, the process exits 0, and no sandbox is left.
+func TestServeSIGTERMDrains(t *testing.T) {
+	before := leakcheck.Take(leakOpts)
+	db := filepath.Join(t.TempDir(), "keys.db")
+	key := createKey(t, db, "drain")
+	p := startServe(t, "--db", db, "--capacity", "2")
+
+	type result struct {
+		status int
+		body   string
+		err    error
+	}
+	long := make(chan result, 1)
+	go func() {
+		s, b, err := httpCall(http.MethodPost, p.url+"/v1/exec", key, `{"runtime": "bash", "code": "sleep 2; echo finished", "limits": {"timeout_ms": 20000}}`)
+		long <- result{s, b, err}
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for metricLine(p.url, "scratchrun_sandboxes_in_use") != "1" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the run never started:\n%s", p.stderr())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// Once readiness fails the server has begun draining.
+	for {
+		s, _, err := httpCall(http.MethodGet, p.url+"/readyz", "", "")
+		if err != nil || s == http.StatusServiceUnavailable {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("readyz never failed after SIGTERM")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s, body, err := httpCall(http.MethodPost, p.url+"/v1/exec", key, `{"runtime": "bash", "code": "echo late"}`)
+	switch {
+	case err != nil && strings.Contains(err.Error(), "refused"):
+	case err == nil && s == http.StatusServiceUnavailable && strings.Contains(body, `"code":"draining"`):
+	default:
+		t.Errorf("request after SIGTERM: %d %s %v", s, body, err)
+	}
+	r := <-long
+	if r.err != nil || r.status != http.StatusOK || !strings.Contains(r.body, `"stdout":"finished\n"`) {
+		t.Errorf("run in flight at SIGTERM: %d %s %v", r.status, r.body, r.err)
+	}
+	if code := p.wait(t); code != 0 {
+		t.Errorf("serve exited %d after SIGTERM:\n%s", code, p.stderr())
+	}
+	if !strings.Contains(p.stderr(), "drained") {
+		t.Errorf("no drain reported:\n%s", p.stderr())
+	}
+	if left := leakcheck.WaitClean(before, leakOpts, 5*time.Second); len(left) > 0 {
+		t.Errorf("left behind after the drain:\n  %s", strings.Join(left, "\n  "))
+	}
+	// The run is accounted.
+	u := scratchrun(t, t.TempDir(), "", "keys", "usage", "--db", db, "--runs")
+	if u.code != 0 || !strings.Contains(u.stdout, "drain") || !strings.Contains(u.stdout, "success") {
+		t.Errorf("keys usage after the drain: %d %s %s", u.code, u.stdout, u.stderr)
+	}
+}
+
+// Without keys the server refuses an address beyond loopback, unless told.
+func TestServeRefusesNonLoopbackWithoutKeys(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "keys.db")
+	for _, args := range [][]string{
+		{"serve", "--addr", "0.0.0.0:0", "--db", db},
+		{"serve", "--addr", ":0", "--db", db},
+		{"serve", "--addr", "[::]:0", "--db", db},
+	} {
+		r := scratchrun(t, t.TempDir(), "", args...)
+		if r.code != 2 || !strings.Contains(r.stderr, "refusing") || !strings.Contains(r.stderr, "keys create") {
+			t.Errorf("%v: exit %d, stderr %q", args, r.code, r.stderr)
+		}
+	}
+	t.Setenv("SCRATCHRUN_ADDR", "0.0.0.0:0")
+	if r := scratchrun(t, t.TempDir(), "", "serve", "--db", db); r.code != 2 || !strings.Contains(r.stderr, "refusing") {
+		t.Errorf("SCRATCHRUN_ADDR: exit %d, stderr %q", r.code, r.stderr)
+	}
+	for _, args := range [][]string{
+		{"serve", "--max-body", "lots", "--db", db},
+		{"serve", "--capacity", "-1", "--db", db},
+		{"serve", "extra", "--db", db},
+		{"serve", "--no-such-flag"},
+	} {
+		if r := scratchrun(t, t.TempDir(), "", args...); r.code != 2 {
+			t.Errorf("%v: exit %d, stderr %q", args, r.code, r.stderr)
+		}
+	}
+}
+
+// keys create, list, revoke and usage, as the README shows them.
+func TestKeysCommands(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "keys.db")
+	key := createKey(t, db, "ci", "--rate", "30/min", "--concurrency", "2")
+	t.Setenv("SCRATCHRUN_DB", db) // the variable works like --db
+	r := scratchrun(t, dir, "", "keys", "list")
+	if r.code != 0 || !strings.Contains(r.stdout, "ci") || !strings.Contains(r.stdout, "30/min") || !strings.Contains(r.stdout, "active") {
+		t.Fatalf("keys list: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if strings.Contains(r.stdout, key) || strings.Contains(r.stdout, key[12:]) {
+		t.Error("keys list shows the secret")
+	}
+	if data, _ := os.ReadFile(db); strings.Contains(string(data), key) {
+		t.Error("the database holds the key itself")
+	}
+	if r := scratchrun(t, dir, "", "keys", "create", "--name", "ci"); r.code != 2 || !strings.Contains(r.stderr, "already") {
+		t.Errorf("duplicate name: %d %s", r.code, r.stderr)
+	}
+	for _, args := range [][]string{
+		{"keys", "create"},
+		{"keys", "create", "--name", "x", "--rate", "fast"},
+		{"keys", "create", "--name", "x", "--concurrency", "0"},
+		{"keys", "create", "--name", "bad name"},
+		{"keys", "revoke"},
+		{"keys", "usage", "--since", "yesterday"},
+		{"keys", "usage", "--key", "nobody"},
+		{"keys", "frobnicate"},
+	} {
+		if r := scratchrun(t, dir, "", args...); r.code != 2 {
+			t.Errorf("%v: exit %d, stderr %q", args, r.code, r.stderr)
+		}
+	}
+	if r := scratchrun(t, dir, "", "keys", "usage", "--since", "24h", "--key", "ci"); r.code != 0 || !strings.Contains(r.stdout, "RUNS") {
+		t.Errorf("keys usage: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if r := scratchrun(t, dir, "", "keys", "revoke", "ci"); r.code != 0 || !strings.Contains(r.stdout, "revoked") {
+		t.Fatalf("keys revoke: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if r := scratchrun(t, dir, "", "keys", "revoke", "ci"); r.code == 0 {
+		t.Error("revoking twice succeeded")
+	}
+	if r := scratchrun(t, dir, "", "keys", "list"); !strings.Contains(r.stdout, "revoked") {
+		t.Errorf("keys list after revoke: %s", r.stdout)
+	}
+}
+
+// bearerTransport adds an API key to every request.
+type bearerTransport struct{ key string }
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.key)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// MCP at /mcp on the same server, behind the same keys, with the same
+// per-key limits and accounting; a revoked key is refused at once.
+func TestServeMCPWithKeys(t *testing.T) {
+	before := leakcheck.Take(leakOpts)
+	db := filepath.Join(t.TempDir(), "keys.db")
+	key := createKey(t, db, "agent", "--rate", "2/min")
+	other := createKey(t, db, "other")
+	p := startServe(t, "--db", db)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "serve-test", Version: "1"}, nil)
+
+	if _, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.url + "/mcp", MaxRetries: -1,
+		HTTPClient: &http.Client{Transport: bearerTransport{"sr_live_wrong"}}}, nil); err == nil {
+		t.Fatal("connected to /mcp with a wrong key")
+	}
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.url + "/mcp", HTTPClient: &http.Client{Transport: bearerTransport{key}}}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v\n%s", err, p.stderr())
+	}
+	defer cs.Close()
+	call := func() *mcp.CallToolResult {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "scratchrun_exec", Arguments: map[string]any{"runtime": "bash", "code": "echo via-mcp"}})
+		if err != nil {
+			t.Fatalf("tools/call: %v", err)
+		}
+		return res
+	}
+	text := func(res *mcp.CallToolResult) string {
+		var b strings.Builder
+		for _, c := range res.Content {
+			if tc, ok := c.(*mcp.TextContent); ok {
+				b.WriteString(tc.Text)
+			}
+		}
+		return b.String()
+	}
+	for range 2 {
+		if res := call(); res.IsError || !strings.Contains(text(res), "via-mcp") {
+			t.Fatalf("tool result: %s", text(res))
+		}
+	}
+	// The key's rate (2/min) applies to MCP runs too.
+	if res := call(); !res.IsError || !strings.Contains(text(res), "runs per minute") {
+		t.Errorf("third call over a 2/min rate: error %v: %s", res.IsError, text(res))
+	}
+	u := scratchrun(t, t.TempDir(), "", "keys", "usage", "--db", db, "--key", "agent")
+	if u.code != 0 || !regexp.MustCompile(`agent\s+2\s`).MatchString(u.stdout) {
+		t.Errorf("usage of the MCP runs: %s %s", u.stdout, u.stderr)
+	}
+	// Another key cannot use this key's session.
+	sid := cs.ID()
+	req, _ := http.NewRequest(http.MethodPost, p.url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/list"}`))
+	req.Header.Set("Authorization", "Bearer "+other)
+	req.Header.Set("Mcp-Session-Id", sid)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
+		t.Errorf("another key on this session: %v %v", resp.StatusCode, err)
+	} else {
+		resp.Body.Close()
+	}
+	// Revoked: the next MCP request is refused.
+	if r := scratchrun(t, t.TempDir(), "", "keys", "revoke", "agent", "--db", db); r.code != 0 {
+		t.Fatal(r.stderr)
+	}
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "scratchrun_exec", Arguments: map[string]any{"runtime": "bash", "code": "echo"}}); err == nil {
+		t.Error("a revoked key's MCP call went through")
+	}
+	cs.Close()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.wait(t); code != 0 {
+		t.Errorf("exit %d:\n%s", code, p.stderr())
+	}
+	if left := leakcheck.WaitClean(before, leakOpts, 5*time.Second); len(left) > 0 {
+		t.Errorf("left behind:\n  %s", strings.Join(left, "\n  "))
+	}
+}
+
+// Started with no keys on loopback, the server says once that it runs
+// without authentication, and serves.
+func TestServeOpenOnLoopback(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "keys.db")
+	p := startServe(t, "--db", db)
+	if n := strings.Count(p.stderr(), "WITHOUT authentication"); n != 1 {
+		t.Errorf("the open mode is announced %d times:\n%s", n, p.stderr())
+	}
+	s, body, err := httpCall(http.MethodGet, p.url+"/v1/runtimes", "", "")
+	var info struct{ Runtimes []struct{ Name string } }
+	if err != nil || s != 200 || json.Unmarshal([]byte(body), &info) != nil || len(info.Runtimes) < 4 {
+		t.Errorf("GET /v1/runtimes: %d %s %v", s, body, err)
+	}
+	p.cmd.Process.Signal(syscall.SIGINT)
+	if code := p.wait(t); code != 0 {
+		t.Errorf("exit %d after SIGINT:\n%s", code, p.stderr())
+	}
+}

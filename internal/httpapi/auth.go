@@ -1,0 +1,132 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+
+	"github.com/scratchrun/scratchrun/internal/execapi"
+	"github.com/scratchrun/scratchrun/internal/store"
+)
+
+type keyContextKey struct{}
+
+// keyFrom returns the key that authenticated the request, nil when the server
+// runs without keys.
+func keyFrom(ctx context.Context) *store.Key {
+	k, _ := ctx.Value(keyContextKey{}).(*store.Key)
+	return k
+}
+
+// authenticator decides whether a request may go on. While the key store has
+// never held a key, the server is open (serve only allows that on loopback,
+// or when told to); from the first key on, every request needs an active one.
+type authenticator struct {
+	keys       *store.Store
+	keysExist  atomic.Bool // once true, stays true: keys are never deleted
+	onFirstKey func()
+}
+
+// open reports whether requests need no key.
+func (a *authenticator) open(ctx context.Context) (bool, error) {
+	if a.keysExist.Load() {
+		return false, nil
+	}
+	has, err := a.keys.HasKeys(ctx)
+	if err != nil {
+		return false, err
+	}
+	if has && a.keysExist.CompareAndSwap(false, true) && a.onFirstKey != nil {
+		a.onFirstKey()
+	}
+	return !has, nil
+}
+
+// authenticate returns the request's key (nil in open mode), or ok false when
+// the request must be refused. Missing, malformed, unknown and revoked keys
+// are refused alike, so an answer never hints whether a key exists.
+func (a *authenticator) authenticate(r *http.Request) (key *store.Key, ok bool, err error) {
+	open, err := a.open(r.Context())
+	if err != nil || open {
+		return nil, open, err
+	}
+	token := bearerToken(r)
+	if token == "" {
+		return nil, false, nil
+	}
+	k, err := a.keys.Authenticate(r.Context(), token)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return &k, true, nil
+}
+
+func bearerToken(r *http.Request) string {
+	fields := strings.Fields(r.Header.Get("Authorization"))
+	if len(fields) != 2 || !strings.EqualFold(fields[0], "bearer") {
+		return ""
+	}
+	return fields[1]
+}
+
+// requireKey refuses requests without a valid key with 401 and otherwise
+// records the key, and the caller for accounting, in the request's context.
+func (s *Server) requireKey(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key, ok, err := s.auth.authenticate(r)
+		if err != nil {
+			s.log.Error("authenticate", "err", err)
+			writeError(w, http.StatusInternalServerError, execapi.CodeInternal, "the key store could not be read", 0)
+			return
+		}
+		if !ok {
+			s.m.rejections.WithLabelValues(reasonUnauthorized).Inc()
+			w.Header().Set("WWW-Authenticate", `Bearer realm="scratchrun"`)
+			writeError(w, http.StatusUnauthorized, CodeUnauthorized, errUnauthorized.Error(), 0)
+			return
+		}
+		if key != nil {
+			ctx := context.WithValue(r.Context(), keyContextKey{}, key)
+			r = r.WithContext(execapi.WithCaller(ctx, key.ID))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// mcpTokenLifetime is the expiry the MCP SDK's bearer middleware is given: API
+// keys do not expire, they are revoked, and every request is checked anew.
+const mcpTokenLifetime = 100 * 365 * 24 * time.Hour
+
+// mcpAuth puts the request's key where the MCP SDK carries it into tool
+// handlers. In go-sdk v1.8.0 a stateful session's tool handlers run in the
+// context of the request that opened the session, so values put on later
+// requests' contexts never reach them; what does reach each tool call is the
+// TokenInfo that auth.RequireBearerToken stores (req.Extra.TokenInfo), which
+// the MCP server turns into execapi.WithCaller. The SDK also binds a session
+// to its TokenInfo.UserID, so one key cannot use another key's session.
+func (s *Server) mcpAuth(next http.Handler) http.Handler {
+	verify := func(ctx context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {
+		// requireKey ran first with this same header; nothing else may pass.
+		k := keyFrom(r.Context())
+		if k == nil {
+			return nil, auth.ErrInvalidToken
+		}
+		return &auth.TokenInfo{UserID: k.ID, Expiration: time.Now().Add(mcpTokenLifetime)}, nil
+	}
+	withToken := auth.RequireBearerToken(verify, nil)(next)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if keyFrom(r.Context()) == nil {
+			next.ServeHTTP(w, r) // open mode: there is no token to carry
+			return
+		}
+		withToken.ServeHTTP(w, r)
+	})
+}

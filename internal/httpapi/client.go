@@ -1,0 +1,197 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/scratchrun/scratchrun/internal/execapi"
+)
+
+// maxResultBytes bounds a result document the client reads: stdout and stderr
+// at their caps plus return files in base64, with room for JSON escaping.
+const maxResultBytes = 256 << 20
+
+// maxErrorBytes bounds an error document the client reads.
+const maxErrorBytes = 1 << 20
+
+// Client is an execapi.Service that runs requests on a remote ScratchRun
+// server (or the hosted API) over HTTP. It is safe for concurrent use.
+type Client struct {
+	base   string
+	apiKey string
+	http   *http.Client
+}
+
+var _ execapi.Service = (*Client)(nil)
+
+// NewClient returns a client of the server at baseURL (e.g.
+// "http://127.0.0.1:8722"), sending apiKey as a bearer token when it is not
+// empty. A nil httpClient means a client of its own with no overall timeout:
+// the server bounds every run, and the caller's context bounds the wait.
+func NewClient(baseURL, apiKey string, httpClient *http.Client) *Client {
+	if httpClient == nil {
+		httpClient = &http.Client{}
+	}
+	return &Client{base: strings.TrimRight(baseURL, "/"), apiKey: apiKey, http: httpClient}
+}
+
+// Exec implements execapi.Executor with POST /v1/exec. The server's API does
+// not stream, so events is never called. Cancelling ctx closes the connection,
+// which makes the server kill the run's sandbox.
+func (c *Client) Exec(ctx context.Context, req execapi.Request, events execapi.EventSink) (execapi.Result, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return execapi.Result{}, fmt.Errorf("encode request: %w", err)
+	}
+	var res execapi.Result
+	if err := c.do(ctx, http.MethodPost, "/v1/exec", body, &res); err != nil {
+		return execapi.Result{}, err
+	}
+	if res.Files == nil {
+		res.Files = map[string]string{}
+	}
+	return res, nil
+}
+
+// Describe implements execapi.Service with GET /v1/runtimes.
+func (c *Client) Describe(ctx context.Context) (execapi.Info, error) {
+	var info execapi.Info
+	if err := c.do(ctx, http.MethodGet, "/v1/runtimes", nil, &info); err != nil {
+		return execapi.Info{}, err
+	}
+	return info, nil
+}
+
+// do sends one request and decodes a 2xx answer into out; other answers
+// become an *APIError. Errors name the URL, never the key.
+func (c *Client) do(ctx context.Context, method, path string, body []byte, out any) error {
+	target := c.base + path
+	shown := redactURL(target)
+	var reader io.Reader
+	if body != nil {
+		reader = bytes.NewReader(body)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, method, target, reader)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, shown, stripURLError(err))
+	}
+	hreq.Header.Set("Accept", "application/json")
+	if body != nil {
+		hreq.Header.Set("Content-Type", "application/json")
+	}
+	if c.apiKey != "" {
+		hreq.Header.Set("Authorization", "Bearer "+c.apiKey)
+	}
+	resp, err := c.http.Do(hreq)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, shown, stripURLError(err))
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return readAPIError(resp)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResultBytes+1))
+	if err != nil {
+		return fmt.Errorf("%s %s: read answer: %w", method, shown, stripURLError(err))
+	}
+	if len(data) > maxResultBytes {
+		return fmt.Errorf("%s %s: answer is larger than %d bytes", method, shown, maxResultBytes)
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("%s %s: answer is not the expected JSON: %w", method, shown, err)
+	}
+	return nil
+}
+
+// readAPIError turns a non-2xx answer into an *APIError, also when its body
+// is not the API's error document (a proxy's HTML page, say).
+func readAPIError(resp *http.Response) *APIError {
+	e := &APIError{Status: resp.StatusCode, RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())}
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBytes))
+	var doc struct {
+		Error struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(data, &doc) == nil && (doc.Error.Code != "" || doc.Error.Message != "") {
+		e.Code, e.Message = doc.Error.Code, doc.Error.Message
+		return e
+	}
+	e.Code = codeForStatus(resp.StatusCode)
+	e.Message = strings.TrimSpace(http.StatusText(resp.StatusCode) + ": " + truncate(strings.TrimSpace(string(data)), 200))
+	return e
+}
+
+// codeForStatus guesses the API's code when a body did not carry one.
+func codeForStatus(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return execapi.CodeInvalidRequest
+	case http.StatusUnauthorized:
+		return CodeUnauthorized
+	case http.StatusRequestEntityTooLarge:
+		return CodeBodyTooLarge
+	case http.StatusTooManyRequests:
+		return execapi.CodeAtCapacity
+	case http.StatusServiceUnavailable:
+		return CodeDraining
+	case http.StatusNotFound:
+		return CodeNotFound
+	}
+	return execapi.CodeInternal
+}
+
+// parseRetryAfter reads delay-seconds or an HTTP date; zero when absent or bad.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(v); err == nil {
+		if n < 0 {
+			return 0
+		}
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now).Round(time.Second)
+	}
+	return 0
+}
+
+// stripURLError drops net/http's *url.Error wrapper, whose text repeats the
+// URL unredacted; the caller names the redacted URL itself.
+func stripURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// redactURL hides any password in u (a key belongs in the header, but a user
+// may paste one into a URL).
+func redactURL(u string) string {
+	parsed, err := url.Parse(u)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return parsed.Redacted()
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

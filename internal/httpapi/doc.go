@@ -1,0 +1,17 @@
+// Package httpapi is ScratchRun's REST front end and its Go client.
+//
+// The server (New, Server.Serve) speaks the contract of package execapi over
+// HTTP: POST /v1/exec, GET /v1/runtimes, /healthz, /readyz and /metrics, with
+// bearer API keys from package store, per-key rate and concurrency limits, a
+// bounded fair queue in front of the engine's sandbox slots, honest
+// Retry-After answers, usage accounting and graceful draining. The MCP front
+// end is mounted at /mcp behind the same keys and the same admission.
+//
+// The client (NewClient) is an execapi.Service over a remote server, so that
+// front ends can hold it in place of the local engine.
+//
+// This package must never run code itself (it holds an execapi.Service), never
+// let a request that failed decoding or validation reach that service, never
+// accept more work than there are sandbox slots for, and never log or echo an
+// API key or a request's env values.
+package httpapi

@@ -1,0 +1,171 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/scratchrun/scratchrun/internal/execapi"
+	"github.com/scratchrun/scratchrun/internal/store"
+)
+
+// gate is the execapi.Service that both front ends of the server (REST and
+// MCP) hold: it validates, applies the caller's key limits, admits the run
+// through the fair queue, runs it on the engine and accounts for it. The
+// caller is whoever execapi.CallerFrom names (an API key's id; empty when the
+// server runs without keys).
+type gate struct {
+	svc    execapi.Service
+	policy execapi.Policy
+	keys   *store.Store
+	adm    *admission
+	rate   *rateLimiter
+	m      *metrics
+	drain  *drainState
+	log    *slog.Logger
+	// runs cancels every run when the server gives up draining.
+	runs context.Context
+	// lastClean is when a run last ended with its teardown verified
+	// (UnixNano), which readiness counts as proof the engine works.
+	lastClean atomic.Int64
+}
+
+var _ execapi.Service = (*gate)(nil)
+
+// Describe implements execapi.Service.
+func (g *gate) Describe(ctx context.Context) (execapi.Info, error) { return g.svc.Describe(ctx) }
+
+// keyLimits are a caller's limits; zero means none.
+type keyLimits struct{ ratePerMin, concurrency int }
+
+// Exec implements execapi.Executor. Bad input never reaches the engine; a
+// rejection is a *RejectedError; the returned error of a run that went ahead
+// is the engine's.
+func (g *gate) Exec(ctx context.Context, req execapi.Request, events execapi.EventSink) (execapi.Result, error) {
+	if g.drain.isDraining() {
+		return execapi.Result{}, g.reject(rejection{reason: reasonDraining}, 0)
+	}
+	checked, err := g.policy.Validate(req)
+	if err != nil {
+		g.m.rejections.WithLabelValues(reasonInvalidRequest).Inc()
+		return execapi.Result{}, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(g.runs, cancel)()
+	caller := execapi.CallerFrom(ctx)
+	limits, err := g.limitsFor(ctx, caller)
+	if err != nil {
+		return execapi.Result{}, err
+	}
+	if ok, wait := g.rate.take(caller, limits.ratePerMin); !ok {
+		return execapi.Result{}, g.reject(rejection{reason: reasonKeyRate, retryAfter: wait}, limits.ratePerMin)
+	}
+	queuedAt := time.Now()
+	t, rej, err := g.adm.acquire(ctx, caller, limits.concurrency, checked.Timeout)
+	if rej != nil {
+		g.rate.refund(caller)
+		return execapi.Result{}, g.reject(*rej, limits.concurrency)
+	}
+	if err != nil {
+		g.rate.refund(caller)
+		return execapi.Result{}, fmt.Errorf("waiting for a sandbox slot: %w", err)
+	}
+	g.m.queueSeconds.Observe(time.Since(queuedAt).Seconds())
+
+	started := time.Now()
+	res, err := g.svc.Exec(ctx, req, events)
+	ran := time.Since(started)
+	g.adm.release(t, ran)
+	if execapi.IsValidation(err) {
+		// The engine knows more than the policy (installed runtimes): still
+		// nothing ran, so it neither counts against the key nor is a run.
+		g.rate.refund(caller)
+		g.m.rejections.WithLabelValues(reasonInvalidRequest).Inc()
+		return execapi.Result{}, err
+	}
+	outcome := classify(ctx, res, err)
+	g.m.runs.WithLabelValues(checked.Runtime, outcome).Inc()
+	g.m.runSeconds.WithLabelValues(checked.Runtime).Observe(ran.Seconds())
+	if err == nil && res.StatePurged {
+		g.lastClean.Store(time.Now().UnixNano())
+	}
+	u := store.Usage{
+		KeyID: caller, Runtime: checked.Runtime, Started: started, Duration: ran,
+		ExitCode: -1, Outcome: outcome, BytesIn: bytesIn(checked),
+	}
+	if err == nil {
+		u.ExitCode, u.BytesOut = res.ExitCode, bytesOut(res)
+	}
+	// Accounting outlives a caller that went away: the run happened.
+	if rerr := g.keys.RecordUsage(context.WithoutCancel(ctx), u); rerr != nil {
+		g.log.Error("usage not recorded", "key", caller, "err", rerr)
+	}
+	return res, err
+}
+
+// limitsFor looks the caller's key up on every run, so that a revoked key
+// stops at once (also on MCP sessions opened before it was revoked).
+func (g *gate) limitsFor(ctx context.Context, caller string) (keyLimits, error) {
+	if caller == "" {
+		return keyLimits{}, nil
+	}
+	k, err := g.keys.KeyByID(ctx, caller)
+	if errors.Is(err, store.ErrNotFound) || err == nil && !k.Active() {
+		g.m.rejections.WithLabelValues(reasonUnauthorized).Inc()
+		return keyLimits{}, errUnauthorized
+	}
+	if err != nil {
+		return keyLimits{}, fmt.Errorf("look up the caller's key: %w", err)
+	}
+	return keyLimits{ratePerMin: k.RatePerMin, concurrency: k.Concurrency}, nil
+}
+
+func (g *gate) reject(r rejection, limit int) error {
+	g.m.rejections.WithLabelValues(r.reason).Inc()
+	return newRejected(r, limit)
+}
+
+// classify names a run's outcome for metrics and usage.
+func classify(ctx context.Context, res execapi.Result, err error) string {
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return "cancelled"
+	case err != nil:
+		return "error"
+	case res.ExitCode == 0:
+		return "success"
+	case res.ExitCode == execapi.ExitTimeout && strings.Contains(res.Note, "timeout"):
+		return "timeout"
+	case res.ExitCode == execapi.ExitKilled && strings.Contains(res.Note, "memory limit"):
+		return "memory_limit"
+	default:
+		return "nonzero_exit"
+	}
+}
+
+// bytesIn is the payload a request carried into the sandbox.
+func bytesIn(c execapi.Checked) int64 {
+	n := int64(len(c.Code))
+	for _, f := range c.Files {
+		n += int64(len(f.Data))
+	}
+	for k, v := range c.Env {
+		n += int64(len(k) + len(v))
+	}
+	return n
+}
+
+// bytesOut is the payload a result carried out: output and decoded files.
+func bytesOut(r execapi.Result) int64 {
+	n := int64(len(r.Stdout) + len(r.Stderr))
+	for _, b64 := range r.Files {
+		n += int64(base64.StdEncoding.DecodedLen(len(b64)) - strings.Count(b64[max(0, len(b64)-2):], "="))
+	}
+	return n
+}

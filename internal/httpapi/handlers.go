@@ -1,0 +1,165 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/scratchrun/scratchrun/internal/execapi"
+)
+
+// handleExec is POST /v1/exec: the contract's request in, its result out.
+func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		methodNotAllowed(w, http.MethodPost)
+		return
+	}
+	req, ok := s.decodeExec(w, r)
+	if !ok {
+		return
+	}
+	res, err := s.gate.Exec(r.Context(), req, nil)
+	if err != nil {
+		s.writeExecError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// decodeExec reads and decodes the body, answering 413 or 400 itself when it
+// cannot; nothing it refuses goes further.
+func (s *Server) decodeExec(w http.ResponseWriter, r *http.Request) (execapi.Request, bool) {
+	limit := s.cfg.MaxBodyBytes
+	if r.ContentLength > limit {
+		s.tooLarge(w)
+		return execapi.Request{}, false
+	}
+	// A slow body may hold a connection, never a slot; the deadline is
+	// lifted once the body is in so that it cannot cut a run short.
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(bodyReadTimeout))
+	body := &countingReader{r: r.Body}
+	req, err := execapi.DecodeRequest(body, limit)
+	rc.SetReadDeadline(time.Time{})
+	if err != nil {
+		if body.n > limit {
+			s.tooLarge(w)
+			return execapi.Request{}, false
+		}
+		s.m.rejections.WithLabelValues(reasonInvalidRequest).Inc()
+		writeError(w, http.StatusBadRequest, execapi.CodeInvalidRequest, validationMessage(err), 0)
+		return execapi.Request{}, false
+	}
+	return req, true
+}
+
+func (s *Server) tooLarge(w http.ResponseWriter) {
+	s.m.rejections.WithLabelValues(reasonBodyTooLarge).Inc()
+	w.Header().Set("Connection", "close") // the rest of the body is not read
+	writeError(w, http.StatusRequestEntityTooLarge, CodeBodyTooLarge,
+		"the request body is larger than this server's limit of "+formatBytes(s.cfg.MaxBodyBytes), 0)
+}
+
+// writeExecError maps the gate's and the engine's errors to statuses.
+func (s *Server) writeExecError(w http.ResponseWriter, r *http.Request, err error) {
+	var rej *RejectedError
+	switch {
+	case execapi.IsValidation(err):
+		writeError(w, http.StatusBadRequest, execapi.CodeInvalidRequest, validationMessage(err), 0)
+	case errors.As(err, &rej) && rej.Reason == reasonDraining:
+		w.Header().Set("Connection", "close")
+		writeError(w, http.StatusServiceUnavailable, CodeDraining, rej.Error(), 0)
+	case errors.As(err, &rej):
+		writeError(w, http.StatusTooManyRequests, rej.code(), rej.Error(), rej.RetryAfter)
+	case errors.Is(err, errUnauthorized):
+		writeError(w, http.StatusUnauthorized, CodeUnauthorized, errUnauthorized.Error(), 0)
+	case s.runs.Err() != nil && errors.Is(err, context.Canceled):
+		w.Header().Set("Connection", "close")
+		writeError(w, http.StatusServiceUnavailable, CodeDraining, "the server shut down before the run finished; its sandbox was killed", 0)
+	case r.Context().Err() != nil:
+		// The client went away; its run was cancelled and nobody reads this.
+		s.log.Debug("client went away during a run", "err", err)
+	case errors.Is(err, execapi.ErrAtCapacity):
+		writeError(w, http.StatusTooManyRequests, execapi.CodeAtCapacity, err.Error(), time.Second)
+	default:
+		s.log.Error("run failed", "err", err)
+		writeError(w, http.StatusInternalServerError, execapi.CodeInternal, "the run failed: "+err.Error(), 0)
+	}
+}
+
+// validationMessage is "field: message", which names the field first.
+func validationMessage(err error) string {
+	var v *execapi.ValidationError
+	if errors.As(err, &v) {
+		return v.Error()
+	}
+	return err.Error()
+}
+
+// handleRuntimes is GET /v1/runtimes: the executor's execapi.Info.
+func (s *Server) handleRuntimes(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		methodNotAllowed(w, http.MethodGet)
+		return
+	}
+	info, err := s.gate.Describe(r.Context())
+	if err != nil {
+		s.log.Error("describe runtimes", "err", err)
+		writeError(w, http.StatusInternalServerError, execapi.CodeInternal, "the runtimes could not be listed: "+err.Error(), 0)
+		return
+	}
+	if info.Runtimes == nil {
+		info.Runtimes = []execapi.RuntimeInfo{}
+	}
+	writeJSON(w, http.StatusOK, info)
+}
+
+// handleHealth is GET /healthz: the process answers.
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// handleReady is GET /readyz: images present and a sandbox can be started,
+// and not draining.
+func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
+	if s.drain.isDraining() {
+		w.Header().Set("Connection", "close")
+		writeError(w, http.StatusServiceUnavailable, CodeDraining, ErrDraining.Error(), 0)
+		return
+	}
+	if err := s.Ready(r.Context()); err != nil {
+		writeError(w, http.StatusServiceUnavailable, "not_ready", err.Error(), 0)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func methodNotAllowed(w http.ResponseWriter, allowed string) {
+	w.Header().Set("Allow", allowed)
+	writeError(w, http.StatusMethodNotAllowed, CodeMethodNotAllowed, "use "+allowed, 0)
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+// Read implements io.Reader.
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func formatBytes(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return itoa(n>>20) + " MiB"
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return itoa(n>>10) + " KiB"
+	}
+	return itoa(n) + " bytes"
+}

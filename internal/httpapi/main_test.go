@@ -1,0 +1,278 @@
+package httpapi
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/scratchrun/scratchrun/internal/engine"
+	"github.com/scratchrun/scratchrun/internal/images"
+	"github.com/scratchrun/scratchrun/internal/leakcheck"
+	"github.com/scratchrun/scratchrun/internal/sandbox"
+	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces"
+	"github.com/scratchrun/scratchrun/internal/store"
+)
+
+// These tests run the real server on a 127.0.0.1 socket over the real engine,
+// real sandboxes on the real images (missing images fail them), and real
+// SQLite files. Each test checks that its server left no sandbox behind.
+
+var (
+	testStateDir     = fmt.Sprintf("/run/scratchrun-httpapi-%d", os.Getpid())
+	testCgroupParent = fmt.Sprintf("scratchrun-httpapi-%d", os.Getpid())
+	leakOpts         = leakcheck.Options{CgroupParent: testCgroupParent, MountMarkers: []string{testStateDir, "/var/lib/scratchrun"}}
+
+	imageStore *images.Store
+	nsBackend  *namespaces.Backend
+	backend    *countingBackend
+)
+
+func TestMain(m *testing.M) {
+	namespaces.RunInitIfRequested()
+	before := leakcheck.Take(leakOpts)
+	code := m.Run()
+	if nsBackend != nil {
+		if err := nsBackend.Close(); err != nil {
+			os.Stderr.WriteString("close backend: " + err.Error() + "\n")
+			code = 1
+		}
+	}
+	os.RemoveAll(testStateDir)
+	if code == 0 {
+		if left := leakcheck.WaitClean(before, leakOpts, 5*time.Second); len(left) > 0 {
+			os.Stderr.WriteString("httpapi suite left behind:\n  " + strings.Join(left, "\n  ") + "\n")
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// countingBackend counts sandboxes created, so tests can prove that refused
+// requests never reach one.
+type countingBackend struct {
+	sandbox.Backend
+	created atomic.Int64
+}
+
+func (c *countingBackend) Create(ctx context.Context, cfg sandbox.Config) (sandbox.Sandbox, error) {
+	c.created.Add(1)
+	return c.Backend.Create(ctx, cfg)
+}
+
+func dataDir() string {
+	if d := os.Getenv("SCRATCHRUN_DATA_DIR"); d != "" {
+		return d
+	}
+	return "/var/lib/scratchrun"
+}
+
+// newTestEngine builds an engine with capacity slots over the shared backend.
+func newTestEngine(t *testing.T, capacity int, mutate func(*engine.Config)) *engine.Engine {
+	t.Helper()
+	if imageStore == nil {
+		st, err := images.OpenStore(images.Options{Root: dataDir(), UIDBase: 1_000_000_000})
+		if err != nil {
+			t.Fatalf("open image store: %v", err)
+		}
+		for _, rt := range []string{"bash", "python3.13"} {
+			if _, err := st.Resolve(rt); err != nil {
+				t.Fatalf("runtime %s: %v (run `scratchrun images build`)", rt, err)
+			}
+		}
+		b, err := namespaces.New(namespaces.Options{StateDir: testStateDir, CgroupParent: testCgroupParent})
+		if err != nil {
+			t.Fatalf("namespaces backend: %v", err)
+		}
+		imageStore, nsBackend, backend = st, b, &countingBackend{Backend: b}
+	}
+	cfg := engine.DefaultConfig()
+	cfg.MaxConcurrent = capacity
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	e, err := engine.New(cfg, imageStore, backend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+type serverOptions struct {
+	capacity  int
+	queueWait time.Duration
+	maxQueue  int
+	maxBody   int64
+}
+
+// testServer is a real server on 127.0.0.1 with its own key database.
+type testServer struct {
+	t      *testing.T
+	URL    string
+	eng    *engine.Engine
+	srv    *Server
+	keys   *store.Store
+	dbPath string
+	cancel context.CancelFunc
+	served chan error
+	stop   func() error
+}
+
+func startServer(t *testing.T, o serverOptions) *testServer {
+	t.Helper()
+	return startServerWith(t, o, nil)
+}
+
+// startServerWith is startServer with a change to the engine's configuration.
+func startServerWith(t *testing.T, o serverOptions, mutate func(*engine.Config)) *testServer {
+	t.Helper()
+	if o.capacity == 0 {
+		o.capacity = 2
+	}
+	eng := newTestEngine(t, o.capacity, mutate)
+	dbPath := filepath.Join(t.TempDir(), "keys.db")
+	keys, err := store.Open(context.Background(), dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(Config{Service: eng, Keys: keys, Capacity: o.capacity, QueueWait: o.queueWait, MaxQueue: o.maxQueue, MaxBodyBytes: o.maxBody})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := leakcheck.Take(leakOpts)
+	ctx, cancel := context.WithCancel(context.Background())
+	ts := &testServer{t: t, URL: "http://" + ln.Addr().String(), eng: eng, srv: srv, keys: keys, dbPath: dbPath, cancel: cancel, served: make(chan error, 1)}
+	go func() { ts.served <- srv.Serve(ctx, ln) }()
+	var stopped bool
+	var stopErr error
+	ts.stop = func() error {
+		if stopped {
+			return stopErr
+		}
+		stopped = true
+		cancel()
+		select {
+		case stopErr = <-ts.served:
+		case <-time.After(90 * time.Second):
+			stopErr = fmt.Errorf("Serve did not return within 90 s of cancel")
+		}
+		return stopErr
+	}
+	t.Cleanup(func() {
+		if err := ts.stop(); err != nil {
+			t.Errorf("stop server: %v", err)
+		}
+		keys.Close()
+		// The engine's warm sandboxes go with it (the shared backend stays).
+		if err := eng.Close(); err != nil {
+			t.Errorf("close engine: %v", err)
+		}
+		if left := leakcheck.WaitClean(before, leakOpts, 5*time.Second); len(left) > 0 {
+			t.Errorf("left behind:\n  %s", strings.Join(left, "\n  "))
+		}
+	})
+	return ts
+}
+
+// key creates an API key and returns its secret.
+func (ts *testServer) key(name string, ratePerMin, concurrency int) (store.Key, string) {
+	ts.t.Helper()
+	k, secret, err := ts.keys.CreateKey(context.Background(), store.NewKey{Name: name, RatePerMin: ratePerMin, Concurrency: concurrency})
+	if err != nil {
+		ts.t.Fatal(err)
+	}
+	return k, secret
+}
+
+// httpClient has a generous timeout: it only catches hangs.
+var httpClient = &http.Client{Timeout: 90 * time.Second}
+
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (a answer) errorBody(t *testing.T) errorDetail {
+	t.Helper()
+	var doc errorBody
+	if err := json.Unmarshal(a.body, &doc); err != nil || doc.Error.Code == "" || doc.Error.Message == "" {
+		t.Fatalf("status %d: body is not the API's error document: %q (%v)", a.status, a.body, err)
+	}
+	return doc.Error
+}
+
+func (ts *testServer) do(ctx context.Context, method, path, key string, body io.Reader, header map[string]string) (answer, error) {
+	req, err := http.NewRequestWithContext(ctx, method, ts.URL+path, body)
+	if err != nil {
+		return answer{}, err
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return answer{}, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	return answer{status: resp.StatusCode, header: resp.Header, body: data}, err
+}
+
+// post sends body to /v1/exec and fails the test on a transport error.
+func (ts *testServer) post(key, body string) answer {
+	ts.t.Helper()
+	a, err := ts.do(context.Background(), http.MethodPost, "/v1/exec", key, strings.NewReader(body), nil)
+	if err != nil {
+		ts.t.Fatalf("POST /v1/exec: %v", err)
+	}
+	return a
+}
+
+// metric reads one sample of the server's /metrics, 0 when absent.
+func (ts *testServer) metric(name string) float64 {
+	ts.t.Helper()
+	a, err := ts.do(context.Background(), http.MethodGet, "/metrics", "", nil, nil)
+	if err != nil || a.status != http.StatusOK {
+		ts.t.Fatalf("GET /metrics: %v %d", err, a.status)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(a.body))
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, name+" ") {
+			v, _ := strconv.ParseFloat(strings.TrimSpace(line[len(name):]), 64)
+			return v
+		}
+	}
+	return 0
+}
+
+// waitFor polls cond until it holds; the bound only catches hangs.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

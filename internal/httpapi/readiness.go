@@ -1,0 +1,98 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/scratchrun/scratchrun/internal/execapi"
+)
+
+// readyFor is how long a proof that the engine starts sandboxes (a probe, or a
+// real run torn down cleanly) counts before /readyz looks again.
+const readyFor = 30 * time.Second
+
+// probeCaller queues the readiness probe apart from every key (key ids start
+// with "key_"; the open-mode caller is empty).
+const probeCaller = "(readiness probe)"
+
+// readiness remembers the last probe, so that /readyz starts at most one
+// sandbox per readyFor however often it is polled.
+type readiness struct {
+	mu     sync.Mutex
+	lastOK time.Time
+}
+
+// Ready reports whether the server can serve runs now: a runtime image is
+// installed and the engine has started (and cleanly torn down) a sandbox
+// recently; if it has not, Ready runs a trivial probe through the same slots
+// as every request.
+func (s *Server) Ready(ctx context.Context) error {
+	if s.drain.isDraining() {
+		return ErrDraining
+	}
+	info, err := s.gate.Describe(ctx)
+	if err != nil {
+		return fmt.Errorf("runtimes cannot be listed: %w", err)
+	}
+	if len(info.Runtimes) == 0 {
+		return errors.New("no runtime image is installed (run `scratchrun images build`)")
+	}
+	s.ready.mu.Lock()
+	defer s.ready.mu.Unlock()
+	last := s.ready.lastOK
+	if n := s.gate.lastClean.Load(); n != 0 && time.Unix(0, n).After(last) {
+		last = time.Unix(0, n)
+	}
+	if time.Since(last) < readyFor {
+		return nil
+	}
+	// The probe is work like any other: draining waits for it.
+	if !s.drain.enter() {
+		return ErrDraining
+	}
+	err = s.probe(ctx, info)
+	s.drain.leave()
+	if err == nil {
+		s.ready.lastOK = time.Now()
+	} else if errors.Is(err, execapi.ErrAtCapacity) && !last.IsZero() {
+		// Every slot is busy with runs: the engine evidently works.
+		return nil
+	}
+	return err
+}
+
+// probe runs the smallest program of a runtime (bash if installed) in a real
+// sandbox, admitted like any request.
+func (s *Server) probe(ctx context.Context, info execapi.Info) error {
+	rt := info.Runtimes[0].Name
+	for _, r := range info.Runtimes {
+		if r.Name == "bash" {
+			rt = r.Name
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	t, rej, err := s.gate.adm.acquire(ctx, probeCaller, 0, 10*time.Second)
+	if rej != nil {
+		return fmt.Errorf("a sandbox could not be started to check the engine: %w", newRejected(*rej, 0))
+	}
+	if err != nil {
+		return fmt.Errorf("readiness probe: %w", err)
+	}
+	start := time.Now()
+	res, err := s.cfg.Service.Exec(ctx, execapi.Request{Runtime: rt, Code: "\n", Limits: execapi.Limits{TimeoutMS: 10000}}, nil)
+	s.gate.adm.release(t, time.Since(start))
+	switch {
+	case err != nil:
+		return fmt.Errorf("the engine could not run a %s sandbox: %w", rt, err)
+	case res.ExitCode != 0 || !res.StatePurged:
+		return fmt.Errorf("a trivial %s run exited %d (state purged: %v): %s", rt, res.ExitCode, res.StatePurged, res.Note)
+	}
+	return nil
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -1,0 +1,310 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/scratchrun/scratchrun/internal/execapi"
+	"github.com/scratchrun/scratchrun/internal/store"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxBodyBytes = 10 << 20
+	DefaultQueueWait    = 2 * time.Second
+	// DefaultQueuePerSlot sizes the queue: this many waiting requests per slot.
+	DefaultQueuePerSlot = 4
+)
+
+// bodyReadTimeout bounds how long a client may take to send a request body;
+// it is lifted once the body is read, so it never limits a run.
+const bodyReadTimeout = time.Minute
+
+// Config configures a Server.
+type Config struct {
+	// Service runs the requests: the local engine. Required.
+	Service execapi.Service
+	// Policy is the engine's policy; requests are validated against it before
+	// they wait for a slot, so bad input never waits, counts or runs. When
+	// zero, it is execapi.DefaultPolicy with the limits and network settings
+	// the service's Describe reports.
+	Policy execapi.Policy
+	// Keys holds API keys and receives usage rows. Required.
+	Keys *store.Store
+	// Capacity is how many runs may be in the engine at once: its sandbox
+	// slots. Required; it must not exceed the engine's own capacity.
+	Capacity int
+	// MaxQueue bounds how many requests may wait for a slot (default
+	// DefaultQueuePerSlot per slot).
+	MaxQueue int
+	// QueueWait is how long a request waits for a slot before a 429 (default
+	// DefaultQueueWait; negative means no waiting at all).
+	QueueWait time.Duration
+	// MaxBodyBytes bounds a request body (default DefaultMaxBodyBytes).
+	MaxBodyBytes int64
+	// DrainTimeout bounds how long shutdown waits for accepted work before it
+	// cancels what is left (default: the queue wait plus the policy's maximum
+	// timeout plus 15 s for set-up and teardown).
+	DrainTimeout time.Duration
+	// MCP, when set, builds the MCP front end over the service it is given
+	// (which applies keys, limits and accounting); it is mounted at /mcp.
+	MCP func(svc execapi.Service) http.Handler
+	// Logger receives operational logs; never keys or request contents.
+	Logger *slog.Logger
+}
+
+// Server is the HTTP API server. Create it with New and run it with Serve.
+type Server struct {
+	cfg     Config
+	gate    *gate
+	auth    *authenticator
+	m       *metrics
+	drain   *drainState
+	log     *slog.Logger
+	handler http.Handler
+	ready   readiness
+
+	mu    sync.Mutex
+	abort chan struct{}
+	// runs is the parent of every run's cancellation: cancelling it kills
+	// all sandboxes in flight, whichever front end started them.
+	runs       context.Context
+	cancelRuns context.CancelFunc
+}
+
+// capacityReporter is implemented by services that know their slot count
+// (the engine), so that a server cannot be configured to oversubscribe them.
+type capacityReporter interface{ Capacity() int }
+
+// New checks cfg and builds the server's handlers.
+func New(cfg Config) (*Server, error) {
+	if cfg.Service == nil || cfg.Keys == nil {
+		return nil, errors.New("httpapi: Config needs a Service and a key store")
+	}
+	if cfg.Capacity <= 0 {
+		return nil, fmt.Errorf("httpapi: capacity %d: must be positive", cfg.Capacity)
+	}
+	if cr, ok := cfg.Service.(capacityReporter); ok && cfg.Capacity > cr.Capacity() {
+		return nil, fmt.Errorf("httpapi: capacity %d is more than the engine's %d slots", cfg.Capacity, cr.Capacity())
+	}
+	info, err := cfg.Service.Describe(context.Background())
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: describe the service: %w", err)
+	}
+	if cfg.Policy.MaxTimeout <= 0 {
+		cfg.Policy = policyFromInfo(info)
+	}
+	if cfg.MaxQueue == 0 {
+		cfg.MaxQueue = DefaultQueuePerSlot * cfg.Capacity
+	}
+	if cfg.QueueWait == 0 {
+		cfg.QueueWait = DefaultQueueWait
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.DrainTimeout <= 0 {
+		cfg.DrainTimeout = max(cfg.QueueWait, 0) + cfg.Policy.MaxTimeout + 15*time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	m := newMetrics()
+	m.capacity.Set(float64(cfg.Capacity))
+	s := &Server{cfg: cfg, m: m, drain: newDrainState(), log: cfg.Logger, abort: make(chan struct{})}
+	s.runs, s.cancelRuns = context.WithCancel(context.Background())
+	s.auth = &authenticator{keys: cfg.Keys}
+	if _, err := s.auth.open(context.Background()); err != nil {
+		return nil, fmt.Errorf("httpapi: %w", err)
+	}
+	// Set after the first look, so that only a key created while serving
+	// (the moment the server closes) is announced.
+	s.auth.onFirstKey = func() {
+		s.log.Warn("an API key exists now: from here on every request needs one")
+	}
+	s.gate = &gate{
+		svc: cfg.Service, policy: cfg.Policy, keys: cfg.Keys, m: m, drain: s.drain, log: cfg.Logger, runs: s.runs,
+		adm:  newAdmission(cfg.Capacity, cfg.MaxQueue, cfg.QueueWait, m.setDepth),
+		rate: newRateLimiter(),
+	}
+	runtimes := make([]string, 0, len(info.Runtimes))
+	for _, rt := range info.Runtimes {
+		runtimes = append(runtimes, rt.Name)
+	}
+	m.registry.MustRegister(newPoolCollector(cfg.Service, runtimes, cfg.Policy.NetworkDefault))
+	s.handler = s.routes()
+	return s, nil
+}
+
+// policyFromInfo rebuilds the service's policy from what it describes: the
+// operator's knobs are all in Info, the rest are the contract's defaults.
+func policyFromInfo(info execapi.Info) execapi.Policy {
+	p := execapi.DefaultPolicy()
+	if info.MaxTimeoutMS > 0 {
+		p.MaxTimeout = time.Duration(info.MaxTimeoutMS) * time.Millisecond
+	}
+	if info.DefaultTimeoutMS > 0 {
+		p.DefaultTimeout = time.Duration(info.DefaultTimeoutMS) * time.Millisecond
+	}
+	if info.MaxMemoryMB > 0 {
+		p.MaxMemoryMB = info.MaxMemoryMB
+	}
+	if info.DefaultMemoryMB > 0 {
+		p.DefaultMemoryMB = info.DefaultMemoryMB
+	}
+	if info.NetworkDefault != "" {
+		p.NetworkDefault = info.NetworkDefault
+	}
+	p.AllowEgress = info.EgressAllowed
+	return p
+}
+
+// Handler is the server's whole HTTP handler (for embedding it elsewhere;
+// Serve uses it).
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Service is what the server runs requests through: validation, key limits,
+// fair admission and accounting in front of Config.Service.
+func (s *Server) Service() execapi.Service { return s.gate }
+
+// Serve answers on ln until ctx is cancelled, then drains: new requests get
+// 503 while the requests already accepted finish (runs up to their timeouts),
+// and only then does it close the listener and return. Runs still going at
+// Config.DrainTimeout, or when Abort is called, are cancelled, which kills
+// their sandboxes. It returns nil after a drain, or the listener's error.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve on %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+
+	idle := s.drain.start()
+	s.m.draining.Set(1)
+	queued, inUse := s.gate.adm.snapshot()
+	s.log.Info("draining: new requests get 503; waiting for accepted work", "running", inUse, "queued", queued)
+	deadline := time.NewTimer(s.cfg.DrainTimeout)
+	defer deadline.Stop()
+	// Accepted work is the HTTP requests counted in flight and every run in
+	// the gate: an MCP tool call can outlive the request that started it.
+	drained := make(chan struct{})
+	giveUp := make(chan struct{})
+	defer close(giveUp)
+	go func() {
+		select {
+		case <-idle:
+			s.gate.adm.waitIdle(giveUp)
+		case <-giveUp:
+		}
+		close(drained)
+	}()
+	select {
+	case <-drained:
+	case <-deadline.C:
+		s.log.Warn("drain timeout passed: cancelling the runs still going")
+		s.cancelRuns()
+	case <-s.abort:
+		s.log.Warn("drain aborted: cancelling the runs still going")
+		s.cancelRuns()
+	}
+	// Cancelled runs end within moments (the engine kills on cancel); wait
+	// for their teardown so that nothing is left when Serve returns.
+	select {
+	case <-drained:
+	case <-time.After(30 * time.Second):
+		s.log.Error("runs still in flight 30 s after cancelling them")
+	}
+	s.cancelRuns()
+	// Only idle connections and MCP event streams are left: close them.
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(shutdownCtx); err != nil {
+		hs.Close()
+	}
+	<-served
+	return nil
+}
+
+// Abort cuts a drain short: runs still going are cancelled (their sandboxes
+// killed) and Serve returns once they are torn down.
+func (s *Server) Abort() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.abort:
+	default:
+		close(s.abort)
+	}
+}
+
+// routes builds the mux. Every route is instrumented; API routes need a key
+// and count as in flight for draining.
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/v1/exec", s.m.instrument("/v1/exec", s.tracked(s.requireKey(http.HandlerFunc(s.handleExec)))))
+	mux.Handle("/v1/runtimes", s.m.instrument("/v1/runtimes", s.tracked(s.requireKey(http.HandlerFunc(s.handleRuntimes)))))
+	mux.Handle("/healthz", s.m.instrument("/healthz", http.HandlerFunc(s.handleHealth)))
+	mux.Handle("/readyz", s.m.instrument("/readyz", http.HandlerFunc(s.handleReady)))
+	mux.Handle("/metrics", s.m.instrument("/metrics", s.m.handler()))
+	if s.cfg.MCP != nil {
+		mux.Handle("/mcp", s.m.instrument("/mcp", s.mcpRoute(s.cfg.MCP(s.gate))))
+	}
+	mux.Handle("/", s.m.instrument("other", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, CodeNotFound, fmt.Sprintf("no such endpoint %s; see POST /v1/exec and GET /v1/runtimes", r.URL.Path), 0)
+	})))
+	return mux
+}
+
+// tracked turns requests away with 503 once draining has begun and counts the
+// others as in flight until they are answered.
+func (s *Server) tracked(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.drain.enter() {
+			s.refuseDraining(w)
+			return
+		}
+		defer s.drain.leave()
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) refuseDraining(w http.ResponseWriter) {
+	s.m.rejections.WithLabelValues(reasonDraining).Inc()
+	w.Header().Set("Connection", "close")
+	err := newRejected(rejection{reason: reasonDraining}, 0)
+	writeError(w, http.StatusServiceUnavailable, CodeDraining, err.Error(), 0)
+}
+
+// mcpRoute puts the MCP handler behind the same keys, body limit and drain as
+// the REST API. Its event streams (GET) are long-lived and carry no run of
+// their own, so they are not waited for when draining; the tool calls
+// (POST) are.
+func (s *Server) mcpRoute(h http.Handler) http.Handler {
+	authed := s.requireKey(s.mcpAuth(h))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+		if r.Method == http.MethodGet {
+			if s.drain.isDraining() {
+				s.refuseDraining(w)
+				return
+			}
+			authed.ServeHTTP(w, r)
+			return
+		}
+		s.tracked(authed).ServeHTTP(w, r)
+	})
+}

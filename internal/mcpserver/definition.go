@@ -1,0 +1,239 @@
+package mcpserver
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/scratchrun/scratchrun/internal/execapi"
+)
+
+// Parameter names of the tool, in the order the schema lists them.
+var paramNames = []string{"runtime", "code", "timeout_ms", "memory_mb", "env", "files", "return_files", "network"}
+
+// toolDefinition builds the tool from what the Service offers, so that the
+// schema and the description never promise what it cannot do.
+func toolDefinition(info execapi.Info, described bool, why string, opts Options) *mcp.Tool {
+	openWorld := info.EgressAllowed
+	notDestructive := false
+	return &mcp.Tool{
+		Name:         ToolName,
+		Title:        "Run code in a fresh sandbox",
+		Description:  toolDescription(info, described, why, opts),
+		InputSchema:  inputSchema(info, described),
+		OutputSchema: outputSchema(),
+		Annotations: &mcp.ToolAnnotations{
+			Title:           "Run code in a fresh sandbox",
+			ReadOnlyHint:    false,
+			DestructiveHint: &notDestructive,
+			IdempotentHint:  false,
+			OpenWorldHint:   &openWorld,
+		},
+	}
+}
+
+func runtimeNames(info execapi.Info) []string {
+	names := make([]string, 0, len(info.Runtimes))
+	for _, rt := range info.Runtimes {
+		names = append(names, rt.Name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func networkModes(info execapi.Info) []string {
+	if info.EgressAllowed {
+		return []string{execapi.NetworkNone, execapi.NetworkEgress}
+	}
+	return []string{execapi.NetworkNone}
+}
+
+func inputSchema(info execapi.Info, described bool) map[string]any {
+	p := execapi.DefaultPolicy()
+	runtime := map[string]any{
+		"type":        "string",
+		"description": "Interpreter to run the code with (see the tool description for what each one has).",
+	}
+	if names := runtimeNames(info); described && len(names) > 0 {
+		runtime["enum"] = names
+	} else {
+		runtime["description"] = "Interpreter to run the code with, e.g. \"python3.13\", \"python3.11\", \"node20\" or \"bash\" (the installed list is not available right now)."
+	}
+	networkDefault := info.NetworkDefault
+	if networkDefault == "" {
+		networkDefault = execapi.NetworkNone
+	}
+	networkDoc := "Network access: \"none\" (only loopback; no internet, no other host)."
+	if info.EgressAllowed {
+		networkDoc = "Network access: \"none\" (only loopback) or \"egress\" (the public internet, never private networks or the host)."
+	} else {
+		networkDoc += " This server does not allow \"egress\"."
+	}
+	return map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"runtime": runtime,
+			"code": map[string]any{
+				"type":        "string",
+				"minLength":   1,
+				"description": "The complete program. It is written to a file (/code/main.py, main.js or main.sh) and run with /tmp as the working directory.",
+			},
+			"timeout_ms": map[string]any{
+				"type":        "integer",
+				"minimum":     1,
+				"maximum":     info.MaxTimeoutMS,
+				"default":     info.DefaultTimeoutMS,
+				"description": fmt.Sprintf("Wall-clock limit in milliseconds (default %d, at most %d). When it passes everything is killed and exit_code is 124.", info.DefaultTimeoutMS, info.MaxTimeoutMS),
+			},
+			"memory_mb": map[string]any{
+				"type":        "integer",
+				"minimum":     p.MinMemoryMB,
+				"maximum":     info.MaxMemoryMB,
+				"default":     info.DefaultMemoryMB,
+				"description": fmt.Sprintf("Memory limit in MB for all processes together (default %d, at most %d). Over it the program is killed: exit_code 137 and a note.", info.DefaultMemoryMB, info.MaxMemoryMB),
+			},
+			"env": map[string]any{
+				"type":                 "object",
+				"additionalProperties": map[string]any{"type": "string"},
+				"description":          "Environment variables for the program. Pass secrets such as API keys here, never inside code.",
+			},
+			"files": map[string]any{
+				"type":                 "object",
+				"additionalProperties": map[string]any{"type": "string"},
+				"description":          "Text files written before the run: absolute path (e.g. \"/tmp/data.csv\") to content.",
+			},
+			"return_files": map[string]any{
+				"type":        "array",
+				"items":       map[string]any{"type": "string"},
+				"maxItems":    p.MaxReturnFiles,
+				"description": "Absolute paths of files to send back after the run (e.g. [\"/tmp/chart.png\"]). Images come back as images, text files as text, other files as binary resources.",
+			},
+			"network": map[string]any{
+				"type":        "string",
+				"enum":        networkModes(info),
+				"default":     networkDefault,
+				"description": networkDoc,
+			},
+		},
+		"required":             []string{"runtime", "code"},
+		"additionalProperties": false,
+	}
+}
+
+// outputSchema describes structuredContent: the contract's Result, except
+// that files carry a description of what came back instead of base64 (the
+// content itself is in the result's content blocks, once).
+func outputSchema() map[string]any {
+	return map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"exit_code":    map[string]any{"type": "integer", "description": "The program's exit status; 124 = timeout, 137 = killed (memory limit, see note)."},
+			"stdout":       map[string]any{"type": "string", "description": "Standard output (cut in the middle when long; note says so)."},
+			"stderr":       map[string]any{"type": "string", "description": "Standard error (cut in the middle when long; note says so)."},
+			"execution_ms": map[string]any{"type": "integer", "description": "Wall-clock time the program ran."},
+			"state_purged": map[string]any{"type": "boolean", "description": "True when the sandbox was verifiably destroyed."},
+			"note":         map[string]any{"type": "string", "description": "What the caller must know: limits hit, output cut, files missing, cut or scaled down."},
+			"files": map[string]any{
+				"type":        "object",
+				"description": "Each returned sandbox path and how it came back.",
+				"additionalProperties": map[string]any{
+					"type": "object",
+					"properties": map[string]any{
+						"size_bytes":     map[string]any{"type": "integer", "description": "Size of the file in the sandbox."},
+						"mime_type":      map[string]any{"type": "string", "description": "MIME type of the content as returned."},
+						"returned_as":    map[string]any{"type": "string", "enum": []string{"image", "text", "resource", "omitted"}},
+						"returned_bytes": map[string]any{"type": "integer", "description": "Size of the content as returned (smaller when scaled down or cut)."},
+						"content_index":  map[string]any{"type": "integer", "description": "Index of the content block holding the file; absent when omitted."},
+						"note":           map[string]any{"type": "string", "description": "How the file was changed to fit, if it was."},
+					},
+					"required": []string{"size_bytes", "mime_type", "returned_as", "returned_bytes"},
+				},
+			},
+		},
+		"required": []string{"exit_code", "stdout", "stderr", "execution_ms", "state_purged", "note", "files"},
+	}
+}
+
+// toolDescription tells a model what it needs to use the tool well.
+func toolDescription(info execapi.Info, described bool, why string, opts Options) string {
+	var b strings.Builder
+	b.WriteString("Run code in a fresh, isolated Linux sandbox and get back its exit code, stdout, stderr and any files you ask for.\n\n")
+	b.WriteString("Every call gets a brand-new sandbox that is destroyed afterwards: nothing persists between calls " +
+		"(no files, variables, installed packages or processes). Put everything a step needs into one call's code, " +
+		"and pass input data with `files`.\n\n")
+
+	b.WriteString("Runtimes:\n")
+	switch {
+	case !described:
+		fmt.Fprintf(&b, "- The list of installed runtimes is not available right now (%s). Usually installed: "+
+			"python3.13 and python3.11 (numpy, pandas, matplotlib, scipy, pillow, requests), node20, bash.\n", why)
+	case len(info.Runtimes) == 0:
+		b.WriteString("- None is installed on this server yet (the operator has to run `scratchrun images build`).\n")
+	default:
+		rts := append([]execapi.RuntimeInfo(nil), info.Runtimes...)
+		sort.Slice(rts, func(i, j int) bool { return rts[i].Name < rts[j].Name })
+		for _, rt := range rts {
+			fmt.Fprintf(&b, "- %s", rt.Name)
+			if rt.Version != "" {
+				fmt.Fprintf(&b, " (version %s)", rt.Version)
+			}
+			if len(rt.Libraries) > 0 {
+				fmt.Fprintf(&b, ": %s", strings.Join(rt.Libraries, ", "))
+			} else {
+				b.WriteString(": standard library and tools only")
+			}
+			b.WriteString("\n")
+		}
+	}
+	b.WriteString("\n")
+
+	b.WriteString("Files: `files` writes text files (absolute paths such as /tmp/data.csv) before the run; the working " +
+		"directory is /tmp. To get charts, images or data back, write them to a file and list its path in " +
+		"`return_files`: PNG, JPEG, GIF, WebP and SVG come back as images, text files as text, other files as " +
+		"binary resources. With matplotlib use plt.savefig('/tmp/chart.png') (there is no display).\n\n")
+
+	b.WriteString("Secrets: pass API keys and other secrets in `env` and read them from the environment; never put them in `code`.\n\n")
+
+	if info.EgressAllowed {
+		b.WriteString("Network: with network \"egress\" the code can reach the public internet (never private networks or the host); ")
+		fmt.Fprintf(&b, "the default is %q.\n\n", info.NetworkDefault)
+	} else {
+		b.WriteString("Network: none. The sandbox has only a loopback interface: HTTP requests, DNS lookups and " +
+			"package installs (pip, npm) fail, so use only what the runtime already has.\n\n")
+	}
+
+	b.WriteString("Limits: ")
+	fmt.Fprintf(&b, "timeout_ms defaults to %d and may be at most %d; ", info.DefaultTimeoutMS, info.MaxTimeoutMS)
+	fmt.Fprintf(&b, "memory_mb defaults to %d and may be at most %d", info.DefaultMemoryMB, info.MaxMemoryMB)
+	if info.OutputLimitBytes > 0 {
+		fmt.Fprintf(&b, "; stdout and stderr are capped at %s each", humanSize(int64(info.OutputLimitBytes)))
+	}
+	if info.MaxReturnBytes > 0 {
+		fmt.Fprintf(&b, "; returned files at %s together", humanSize(info.MaxReturnBytes))
+	}
+	fmt.Fprintf(&b, ". A result is kept under %s: stdout and stderr beyond %s each are cut in the middle, "+
+		"large images are scaled down and large files cut, and the note says so. Print summaries rather than whole data sets.\n\n",
+		humanSize(int64(opts.MaxResultBytes)), humanSize(int64(opts.MaxOutputBytes)))
+
+	b.WriteString("Exit codes: 124 = killed at the timeout; 137 = killed, usually because the memory limit was hit " +
+		"(the note says so); anything else is the program's own exit status. state_purged = true means the sandbox " +
+		"was verifiably destroyed.")
+	return b.String()
+}
+
+func humanSize(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	default:
+		return fmt.Sprintf("%d bytes", n)
+	}
+}

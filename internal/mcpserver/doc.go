@@ -1,0 +1,13 @@
+// Package mcpserver exposes an execapi.Service as the MCP tool
+// `scratchrun_exec`, on the official MCP Go SDK: the tool's schema and
+// description are built from what the service says it offers (its runtimes,
+// limits and network policy), a call becomes one execapi.Request, and the
+// Result becomes content a model can read (a text block, images, text files,
+// binary resources) plus structuredContent, kept within what common MCP
+// clients accept.
+//
+// It is a thin adapter: it never runs code itself, never knows whether the
+// Service is the local engine or a remote server, never validates requests
+// beyond the shape of the tool's arguments (the Service does that and names
+// the field), and never logs request code, env values or credentials.
+package mcpserver

@@ -1,0 +1,194 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/scratchrun/scratchrun/internal/engine"
+	"github.com/scratchrun/scratchrun/internal/execapi"
+	"github.com/scratchrun/scratchrun/internal/images"
+	"github.com/scratchrun/scratchrun/internal/leakcheck"
+	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces"
+)
+
+// These tests speak MCP through the SDK's own client, over its in-memory
+// transport (and Streamable HTTP on loopback), to a server whose Service is
+// the real engine running real sandboxes on the installed images. Missing
+// images fail the tests.
+
+var (
+	testStateDir     = fmt.Sprintf("/run/scratchrun-mcpserver-%d", os.Getpid())
+	testCgroupParent = fmt.Sprintf("scratchrun-mcpserver-%d", os.Getpid())
+	leakOpts         = leakcheck.Options{CgroupParent: testCgroupParent, MountMarkers: []string{testStateDir, "/var/lib/scratchrun"}}
+
+	engineOnce sync.Once
+	testEng    *engine.Engine
+	engineErr  error
+)
+
+func TestMain(m *testing.M) {
+	namespaces.RunInitIfRequested()
+	before := leakcheck.Take(leakOpts)
+	code := m.Run()
+	if testEng != nil {
+		// Closes the backend too (its cgroup parent).
+		if err := testEng.Close(); err != nil {
+			os.Stderr.WriteString("close engine: " + err.Error() + "\n")
+			code = 1
+		}
+	}
+	os.RemoveAll(testStateDir)
+	if code == 0 {
+		if left := leakcheck.WaitClean(before, leakOpts, 5*time.Second); len(left) > 0 {
+			os.Stderr.WriteString("the mcpserver suite left behind:\n  " + strings.Join(left, "\n  ") + "\n")
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func dataDir() string {
+	if d := os.Getenv("SCRATCHRUN_DATA_DIR"); d != "" {
+		return d
+	}
+	return "/var/lib/scratchrun"
+}
+
+// testEngine is the real local engine, shared by the package's tests.
+func testEngine(t testing.TB) *engine.Engine {
+	t.Helper()
+	engineOnce.Do(func() {
+		store, err := images.OpenStore(images.Options{Root: dataDir(), UIDBase: 1_000_000_000})
+		if err != nil {
+			engineErr = fmt.Errorf("open image store: %w", err)
+			return
+		}
+		for _, want := range []string{"python3.13", "python3.11", "node20", "bash"} {
+			if _, err := store.Resolve(want); err != nil {
+				engineErr = fmt.Errorf("%v (run `scratchrun images build`)", err)
+				return
+			}
+		}
+		b, err := namespaces.New(namespaces.Options{StateDir: testStateDir, CgroupParent: testCgroupParent})
+		if err != nil {
+			engineErr = fmt.Errorf("namespaces backend: %w", err)
+			return
+		}
+		testEng, engineErr = engine.New(engine.DefaultConfig(), store, b)
+	})
+	if engineErr != nil {
+		t.Fatal(engineErr)
+	}
+	return testEng
+}
+
+// connect starts a server over svc and returns a client session to it over
+// the SDK's in-memory transport.
+func connect(t testing.TB, svc execapi.Service, opts Options, copts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	ctx := context.Background()
+	server, err := New(ctx, svc, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := server.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "mcpserver-test", Version: "1"}, copts)
+	cs, err := client.Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cs.Close()
+		ss.Wait()
+	})
+	return cs
+}
+
+// call calls scratchrun_exec with args and fails the test on a protocol error.
+func call(t testing.TB, cs *mcp.ClientSession, args map[string]any) *mcp.CallToolResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: ToolName, Arguments: args})
+	if err != nil {
+		t.Fatalf("tools/call: %v", err)
+	}
+	return res
+}
+
+// structured decodes a result's structuredContent as the client received it.
+func structured(t testing.TB, res *mcp.CallToolResult) structuredResult {
+	t.Helper()
+	data, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sr structuredResult
+	if err := json.Unmarshal(data, &sr); err != nil {
+		t.Fatalf("structuredContent %s: %v", data, err)
+	}
+	return sr
+}
+
+func textOf(t testing.TB, c mcp.Content) string {
+	t.Helper()
+	tc, ok := c.(*mcp.TextContent)
+	if !ok {
+		t.Fatalf("content is %T, want text", c)
+	}
+	return tc.Text
+}
+
+// errorText returns the text of a tool error, failing when res is not one.
+func errorText(t testing.TB, res *mcp.CallToolResult) string {
+	t.Helper()
+	if !res.IsError {
+		t.Fatalf("want a tool error (isError), got a result: %+v", res.Content)
+	}
+	if len(res.Content) != 1 {
+		t.Fatalf("tool error has %d content blocks", len(res.Content))
+	}
+	return textOf(t, res.Content[0])
+}
+
+// recordingService wraps a real Service to record, for tests, what reached
+// it: the callers and when each Exec returned.
+type recordingService struct {
+	execapi.Service
+	mu       sync.Mutex
+	callers  []string
+	requests []execapi.Request
+	returned chan error
+}
+
+func newRecording(svc execapi.Service) *recordingService {
+	return &recordingService{Service: svc, returned: make(chan error, 16)}
+}
+
+func (r *recordingService) Exec(ctx context.Context, req execapi.Request, ev execapi.EventSink) (execapi.Result, error) {
+	r.mu.Lock()
+	r.callers = append(r.callers, execapi.CallerFrom(ctx))
+	r.requests = append(r.requests, req)
+	r.mu.Unlock()
+	res, err := r.Service.Exec(ctx, req, ev)
+	r.returned <- err
+	return res, err
+}
+
+func (r *recordingService) calls() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.requests)
+}

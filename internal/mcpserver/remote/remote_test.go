@@ -1,0 +1,264 @@
+package remote
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/scratchrun/scratchrun/internal/engine"
+	"github.com/scratchrun/scratchrun/internal/execapi"
+	"github.com/scratchrun/scratchrun/internal/httpapi"
+	"github.com/scratchrun/scratchrun/internal/images"
+	"github.com/scratchrun/scratchrun/internal/leakcheck"
+	"github.com/scratchrun/scratchrun/internal/mcpserver"
+	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces"
+	"github.com/scratchrun/scratchrun/internal/store"
+)
+
+// Remote mode end to end: the MCP server holds this package's Service, which
+// speaks HTTP on loopback to a real ScratchRun server (package httpapi, with
+// real API keys in a real SQLite store) whose engine runs real sandboxes.
+
+var (
+	testStateDir     = fmt.Sprintf("/run/scratchrun-mcpremote-%d", os.Getpid())
+	testCgroupParent = fmt.Sprintf("scratchrun-mcpremote-%d", os.Getpid())
+	leakOpts         = leakcheck.Options{CgroupParent: testCgroupParent, MountMarkers: []string{testStateDir, "/var/lib/scratchrun"}}
+	testEng          *engine.Engine
+)
+
+func TestMain(m *testing.M) {
+	namespaces.RunInitIfRequested()
+	before := leakcheck.Take(leakOpts)
+	code := m.Run()
+	if testEng != nil {
+		if err := testEng.Close(); err != nil {
+			os.Stderr.WriteString("close engine: " + err.Error() + "\n")
+			code = 1
+		}
+	}
+	os.RemoveAll(testStateDir)
+	if code == 0 {
+		if left := leakcheck.WaitClean(before, leakOpts, 5*time.Second); len(left) > 0 {
+			os.Stderr.WriteString("the remote suite left behind:\n  " + strings.Join(left, "\n  ") + "\n")
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func localEngine(t *testing.T) *engine.Engine {
+	t.Helper()
+	if testEng != nil {
+		return testEng
+	}
+	root := os.Getenv("SCRATCHRUN_DATA_DIR")
+	if root == "" {
+		root = "/var/lib/scratchrun"
+	}
+	st, err := images.OpenStore(images.Options{Root: root, UIDBase: 1_000_000_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Resolve("python3.13"); err != nil {
+		t.Fatalf("%v (run `scratchrun images build`)", err)
+	}
+	b, err := namespaces.New(namespaces.Options{StateDir: testStateDir, CgroupParent: testCgroupParent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testEng, err = engine.New(engine.DefaultConfig(), st, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testEng
+}
+
+// startServer runs a real ScratchRun HTTP server on 127.0.0.1 over the local
+// engine, with one API key allowed one run per minute, and returns its URL
+// and the key's secret.
+func startServer(t *testing.T) (string, string) {
+	t.Helper()
+	eng := localEngine(t)
+	keys, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "keys.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, secret, err := keys.CreateKey(context.Background(), store.NewKey{Name: "mcp-remote-test", RatePerMin: 1, Concurrency: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := httpapi.New(httpapi.Config{Service: eng, Keys: keys, Capacity: eng.Capacity()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+		keys.Close()
+	})
+	return "http://" + ln.Addr().String(), secret
+}
+
+// session connects an MCP client, over the SDK's in-memory transport, to an
+// MCP server whose Service is the remote client of url.
+func session(t *testing.T, url, key string) *mcp.ClientSession {
+	t.Helper()
+	ctx := context.Background()
+	server, err := mcpserver.New(ctx, New(url, key, nil), mcpserver.Options{Redact: []string{key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := server.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "remote-test", Version: "1"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close(); ss.Wait() })
+	return cs
+}
+
+func callExec(t *testing.T, cs *mcp.ClientSession, args map[string]any) *mcp.CallToolResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: mcpserver.ToolName, Arguments: args})
+	if err != nil {
+		t.Fatalf("tools/call: %v", err)
+	}
+	return res
+}
+
+func text(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+var retryAfter = regexp.MustCompile(`Retry after (\d+) seconds?`)
+
+// Success through the real server and engine (a chart comes back as a PNG),
+// then the key's rate limit: a tool error that says when to retry, taken
+// from the server's Retry-After.
+func TestRemoteSuccessThenRateLimited(t *testing.T) {
+	url, key := startServer(t)
+	cs := session(t, url, key)
+
+	tools, err := cs.ListTools(context.Background(), nil)
+	if err != nil || len(tools.Tools) != 1 {
+		t.Fatalf("tools/list: %v", err)
+	}
+	if !strings.Contains(tools.Tools[0].Description, "python3.13 (version 3.13") {
+		t.Errorf("the remote server's runtimes are not in the description:\n%s", tools.Tools[0].Description)
+	}
+
+	res := callExec(t, cs, map[string]any{
+		"runtime":      "python3.13",
+		"code":         "import matplotlib.pyplot as plt\nplt.plot([3, 1, 2])\nplt.savefig('/tmp/remote.png')\nprint('remote ok')",
+		"return_files": []string{"/tmp/remote.png"},
+	})
+	if res.IsError || !strings.Contains(text(res), "remote ok") || len(res.Content) != 2 {
+		t.Fatalf("remote call: %s", text(res))
+	}
+	img, ok := res.Content[1].(*mcp.ImageContent)
+	if !ok || img.MIMEType != "image/png" || !bytes.HasPrefix(img.Data, []byte("\x89PNG\r\n\x1a\n")) {
+		t.Fatalf("no PNG image block from the remote run: %T", res.Content[1])
+	}
+
+	// One run per minute: the next call is refused with a Retry-After.
+	res = callExec(t, cs, map[string]any{"runtime": "bash", "code": "echo again"})
+	msg := text(res)
+	m := retryAfter.FindStringSubmatch(msg)
+	if !res.IsError || m == nil {
+		t.Fatalf("second call within the minute: isError %v, %q; want a tool error saying when to retry", res.IsError, msg)
+	}
+	if secs, _ := strconv.Atoi(m[1]); secs < 1 || secs > 60 {
+		t.Errorf("retry after %d seconds for a 1/min key", secs)
+	}
+	if strings.Contains(msg, key) {
+		t.Error("the API key shows in the tool error")
+	}
+
+	// Validation errors from the server still name the tool's parameter.
+	res = callExec(t, cs, map[string]any{"runtime": "bash", "code": "x", "timeout_ms": 999999})
+	if msg := text(res); !res.IsError || !strings.Contains(msg, "Invalid argument timeout_ms") {
+		t.Errorf("bad timeout_ms through the server: %q", msg)
+	}
+}
+
+func TestRemoteInvalidKey(t *testing.T) {
+	url, _ := startServer(t)
+	const wrong = "sr_live_not-a-key-the-server-knows-0123456789"
+	cs := session(t, url, wrong)
+	res := callExec(t, cs, map[string]any{"runtime": "bash", "code": "echo hi"})
+	msg := text(res)
+	if !res.IsError || !strings.Contains(msg, "invalid API key") || !strings.Contains(msg, url) {
+		t.Errorf("call with a wrong key: isError %v, %q", res.IsError, msg)
+	}
+	tools, _ := cs.ListTools(context.Background(), nil)
+	if strings.Contains(msg+tools.Tools[0].Description, wrong) {
+		t.Error("the API key shows in a message")
+	}
+}
+
+// A server that is not there: the MCP server still starts (runtimes unknown,
+// the description says why), and a call is a tool error naming the URL.
+func TestRemoteServerDown(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	ln.Close()
+	cs := session(t, url, "sr_live_some-key-0123456789")
+	tools, err := cs.ListTools(context.Background(), nil)
+	if err != nil || !strings.Contains(tools.Tools[0].Description, "Cannot reach the ScratchRun server at "+url) {
+		t.Fatalf("tools/list with the server down: %v\n%s", err, tools.Tools[0].Description)
+	}
+	res := callExec(t, cs, map[string]any{"runtime": "bash", "code": "echo hi"})
+	if msg := text(res); !res.IsError || !strings.Contains(msg, "Cannot reach the ScratchRun server at "+url) {
+		t.Errorf("call with the server down: isError %v, %q", res.IsError, msg)
+	}
+}
+
+// Under the worded message the cause stays visible to errors.Is/As.
+func TestExplainKeepsTheCause(t *testing.T) {
+	s := New("http://127.0.0.1:1", "k", nil)
+	err := s.explain(context.Background(), &httpapi.APIError{Status: 429, Code: "rate_limited", Message: "slow down", RetryAfter: 1500 * time.Millisecond})
+	var te *mcpserver.ToolError
+	if !errors.As(err, &te) || !strings.Contains(te.Message, "Retry after 2 seconds") || !errors.Is(err, execapi.ErrAtCapacity) {
+		t.Errorf("429: %v", err)
+	}
+	err = s.explain(context.Background(), &httpapi.APIError{Status: 400, Code: "invalid_request", Message: "limits.memory_mb: is 1"})
+	var ve *execapi.ValidationError
+	if !errors.As(err, &ve) || ve.Field != "limits.memory_mb" || errors.As(err, &te) {
+		t.Errorf("400: %v", err)
+	}
+}
