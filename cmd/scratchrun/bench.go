@@ -30,6 +30,7 @@ func cmdBench(args []string) int {
 	network := fs.String("network", "none", `"none" or "egress" (needs root; run it in a network namespace of its own to keep the host untouched)`)
 	warmup := fs.Int("warmup", 3, "discarded runs per side before measuring")
 	pool := fs.Bool("pool", true, "use the warm pool (false measures cold sandboxes)")
+	builders := fs.Int("builders", 1, "warm sandboxes built at once (the pool's CPU budget)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return flagExit(err)
@@ -49,7 +50,7 @@ func cmdBench(args []string) int {
 	pc := engine.PoolConfig{}
 	if *pool {
 		pc = engine.PoolConfig{Floor: *concurrency, Max: *concurrency * 2, IdleAfter: time.Hour,
-			Runtimes: []string{w.Runtime}, Networks: []string{*network}}
+			Runtimes: []string{w.Runtime}, Networks: []string{*network}, Builders: *builders}
 	}
 	eng, err := newEngineWithPool(newLogger(), pc)
 	if err != nil {

@@ -215,6 +215,7 @@ func poolConfig() (engine.PoolConfig, error) {
 		{"SCRATCHRUN_POOL_FLOOR", func(n int64) { pc.Floor = int(n) }},
 		{"SCRATCHRUN_POOL_MAX", func(n int64) { pc.Max = int(n) }},
 		{"SCRATCHRUN_POOL_MEMORY_MB", func(n int64) { pc.MemoryBudgetBytes = n << 20 }},
+		{"SCRATCHRUN_POOL_BUILDERS", func(n int64) { pc.Builders = int(n) }},
 	} {
 		v := os.Getenv(s.name)
 		if v == "" {

@@ -31,6 +31,9 @@ type PoolConfig struct {
 	Runtimes []string
 	// Networks lists the network modes to keep warm ("none", "egress").
 	Networks []string
+	// Builders is how many sandboxes may be built at once: the pool's CPU
+	// budget (default 1).
+	Builders int
 }
 
 // DefaultPoolConfig keeps one of each runtime ready, grows with concurrent
@@ -218,17 +221,33 @@ func (p *pool) usage() int64 {
 	return total
 }
 
-// loop refills, shrinks and recycles until close. One sandbox is built at a
-// time: the pool's CPU budget is one core's worth of building.
+// loop refills, shrinks and recycles until close, building at most Builders
+// sandboxes at once: the pool's CPU budget.
 func (p *pool) loop() {
-	defer close(p.done)
+	builders := make(chan struct{}, max(p.cfg.Builders, 1))
+	var building sync.WaitGroup
+	defer func() {
+		building.Wait()
+		close(p.done)
+	}()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
 		p.trim()
-		if key, ok := p.next(); ok {
-			p.build(key)
-			continue
+		select {
+		case builders <- struct{}{}:
+			if key, ok := p.next(); ok {
+				building.Add(1)
+				go func() {
+					defer building.Done()
+					p.build(key)
+					<-builders
+					p.poke()
+				}()
+				continue
+			}
+			<-builders
+		default:
 		}
 		select {
 		case <-p.stop:
