@@ -23,7 +23,7 @@ fi
 export PATH="$PATH:/usr/local/go/bin"
 command -v go >/dev/null || { echo "install.sh: Go 1.26 is needed (https://go.dev/doc/install)" >&2; exit 1; }
 
-packages=(mmdebstrap ca-certificates)
+packages=(mmdebstrap ca-certificates nftables iproute2 curl)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

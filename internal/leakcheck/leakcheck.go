@@ -138,6 +138,13 @@ func (s *Snapshot) takeCgroups(parent string) []string {
 	if parent == "" {
 		return nil
 	}
+	// The parent itself counts too: a test run that created it must remove it.
+	for _, pattern := range []string{"/sys/fs/cgroup/*/" + parent, "/sys/fs/cgroup/" + parent} {
+		matches, _ := filepath.Glob(pattern)
+		for _, m := range matches {
+			s.Cgroups[m] = true
+		}
+	}
 	var dirs []string
 	for _, pattern := range []string{"/sys/fs/cgroup/*/" + parent + "/*", "/sys/fs/cgroup/" + parent + "/*"} {
 		matches, _ := filepath.Glob(pattern)

@@ -96,6 +96,11 @@ func (m *Manager) Create(id string, limits Limits) (*Group, error) {
 	g := &Group{version: m.version, dirs: map[string]string{}}
 	for controller, parent := range m.dirs {
 		dir := filepath.Join(parent, id)
+		// The parent may have been removed by RemoveParent while idle.
+		if err := os.MkdirAll(parent, 0o755); err != nil {
+			g.Destroy()
+			return nil, fmt.Errorf("create cgroup parent %s: %w", parent, err)
+		}
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			g.Destroy()
 			return nil, fmt.Errorf("create cgroup %s: %w", dir, err)
@@ -130,11 +135,20 @@ func (m *Manager) SweepOne(id string) (int, error) {
 }
 
 // RemoveParent removes the parent directories if they are empty (a parent
-// still holding groups stays, and that is not an error).
+// still holding groups stays, and that is not an error). The kernel may
+// report a just-emptied directory busy for a moment, so it retries briefly.
 func (m *Manager) RemoveParent() error {
 	var errs []error
 	for _, dir := range m.dirs {
-		if err := os.Remove(dir); err != nil && !os.IsNotExist(err) && !errors.Is(err, syscall.EBUSY) && !errors.Is(err, syscall.ENOTEMPTY) {
+		var err error
+		for range 100 {
+			err = os.Remove(dir)
+			if err == nil || os.IsNotExist(err) || !errors.Is(err, syscall.EBUSY) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err != nil && !os.IsNotExist(err) && !errors.Is(err, syscall.ENOTEMPTY) {
 			errs = append(errs, err)
 		}
 	}

@@ -1,0 +1,222 @@
+//go:build hostile
+
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/scratchrun/scratchrun/internal/leakcheck"
+)
+
+func vmRSSKiB(pid int) int {
+	data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			n, _ := strconv.Atoi(f[1])
+			return n
+		}
+	}
+	return 0
+}
+
+// 500 calls at four times the server's capacity: every call gets a result or
+// a 429 with Retry-After, none hangs, the server's memory stays bounded, and
+// nothing is left afterwards.
+func TestHostileLoadFourTimesCapacity(t *testing.T) {
+	before := leakcheck.Take(leakOpts)
+	t.Setenv("SCRATCHRUN_POOL_FLOOR", "1")
+	srv := startServe(t, "--db", filepath.Join(t.TempDir(), "load.db"), "--capacity", "2", "--queue-wait", "500ms")
+	pid := srv.cmd.Process.Pid
+	rssStart := vmRSSKiB(pid)
+
+	const calls, clients = 500, 8
+	var (
+		mu     sync.Mutex
+		counts = map[int]int{}
+		bad    []string
+		wg     sync.WaitGroup
+		next   int
+	)
+	client := &http.Client{Timeout: 60 * time.Second}
+	start := time.Now()
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				i := next
+				next++
+				mu.Unlock()
+				if i >= calls {
+					return
+				}
+				body := fmt.Sprintf(`{"runtime": "bash", "code": "echo %d"}`, i)
+				resp, err := client.Post(srv.url+"/v1/exec", "application/json", strings.NewReader(body))
+				mu.Lock()
+				if err != nil {
+					bad = append(bad, fmt.Sprintf("call %d: %v", i, err))
+				} else {
+					counts[resp.StatusCode]++
+					if resp.StatusCode == 429 && resp.Header.Get("Retry-After") == "" {
+						bad = append(bad, fmt.Sprintf("call %d: 429 without Retry-After", i))
+					}
+					if resp.StatusCode != 200 && resp.StatusCode != 429 {
+						bad = append(bad, fmt.Sprintf("call %d: status %d", i, resp.StatusCode))
+					}
+					resp.Body.Close()
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("500 calls in %s: %v; server RSS %d KiB -> %d KiB", time.Since(start).Round(time.Millisecond), counts, rssStart, vmRSSKiB(pid))
+	for _, b := range bad {
+		t.Error(b)
+	}
+	if counts[200]+counts[429] != calls || counts[200] == 0 {
+		t.Errorf("answers %v for %d calls", counts, calls)
+	}
+	if rss := vmRSSKiB(pid); rss > rssStart+256*1024 {
+		t.Errorf("server RSS grew from %d KiB to %d KiB", rssStart, rss)
+	}
+	srv.cmd.Process.Signal(syscall.SIGTERM)
+	if code := srv.wait(t); code != 0 {
+		t.Errorf("serve exited %d", code)
+	}
+	if left := leakcheck.WaitClean(before, leakOpts, 10*time.Second); len(left) > 0 {
+		t.Errorf("left after the load: %v", left)
+	}
+}
+
+// kill -9 of the server in the middle of 20 runs, some with network egress:
+// its sandboxes die with it, and the next server cleans every leftover
+// (cgroups, the nftables table, network slots) at start and serves normally.
+// Both servers run in one network namespace of the test's own, with no route
+// anywhere.
+func TestHostileServerKilledMidRunsRestartsClean(t *testing.T) {
+	holder := exec.Command("unshare", "--net", "sh", "-c", "ip link set lo up && exec sleep 600")
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { holder.Process.Kill(); holder.Wait() }()
+	netns := fmt.Sprintf("/proc/%d/ns/net", holder.Process.Pid)
+	time.Sleep(100 * time.Millisecond)
+	inNS := func(args ...string) *exec.Cmd {
+		return exec.Command("nsenter", append([]string{"--net=" + netns, "--"}, args...)...)
+	}
+	links := func() string {
+		out, _ := inNS("ip", "-o", "link").CombinedOutput()
+		return string(out)
+	}
+	nftTable := func() bool {
+		return inNS("nft", "list", "table", "inet", "scratchrun").Run() == nil
+	}
+
+	before := leakcheck.Take(leakOpts)
+	db := filepath.Join(t.TempDir(), "crash.db")
+	var logs strings.Builder
+	var servers []*exec.Cmd
+	defer func() {
+		for _, s := range servers {
+			if s.ProcessState == nil {
+				s.Process.Kill()
+				s.Wait()
+			}
+		}
+		if t.Failed() {
+			t.Logf("server logs:\n%s", logs.String())
+		}
+	}()
+	start := func() (*exec.Cmd, string) {
+		cmd := inNS(binary, "serve", "--addr", "127.0.0.1:8799", "--db", db, "--capacity", "8", "--allow-egress")
+		cmd.Env = append(os.Environ(), "SCRATCHRUN_DNS=192.0.2.53", "SCRATCHRUN_POOL_FLOOR=1", "SCRATCHRUN_POOL_MAX=1")
+		cmd.Stderr = &logs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		servers = append(servers, cmd)
+		return cmd, "http://127.0.0.1:8799"
+	}
+	// The server's loopback is inside the namespace: talk to it from there.
+	call := func(body string) (string, error) {
+		out, err := inNS("curl", "-s", "-m", "60", "-d", body, "http://127.0.0.1:8799/v1/exec").CombinedOutput()
+		return string(out), err
+	}
+	waitUp := func() {
+		deadline := time.Now().Add(60 * time.Second)
+		for inNS("curl", "-sf", "-m", "2", "http://127.0.0.1:8799/healthz").Run() != nil {
+			if time.Now().After(deadline) {
+				t.Fatal("server did not come up")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Fatal("nft (Debian package nftables, installed by scripts/install.sh) is needed to inspect the table")
+	}
+
+	srv, _ := start()
+	waitUp()
+	var wg sync.WaitGroup
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		network := "none"
+		if i%2 == 0 {
+			network = "egress"
+		}
+		go func() {
+			defer wg.Done()
+			call(fmt.Sprintf(`{"runtime": "bash", "code": "sleep 20", "network": %q, "limits": {"timeout_ms": 25000}}`, network))
+		}()
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		groups, _ := filepath.Glob("/sys/fs/cgroup/memory/" + cgroupParent + "/*")
+		if len(groups) >= 8 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("runs never started: %d groups", len(groups))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(links(), "sr-") || !nftTable() {
+		t.Fatalf("egress not in place before the crash:\n%s", links())
+	}
+	srv.Process.Signal(syscall.SIGKILL)
+	srv.Wait()
+	wg.Wait()
+
+	// Restart: the new server sweeps and serves.
+	srv2, _ := start()
+	waitUp()
+	out, err := call(`{"runtime": "bash", "code": "echo after", "network": "egress"}`)
+	if err != nil || !strings.Contains(out, `"stdout":"after\n"`) {
+		t.Fatalf("call after restart: %v %s", err, out)
+	}
+	srv2.Process.Signal(syscall.SIGTERM)
+	if err := srv2.Wait(); err != nil {
+		t.Errorf("second server: %v", err)
+	}
+	if l := links(); strings.Contains(l, "sr-") {
+		t.Errorf("sandbox interfaces left:\n%s", l)
+	}
+	if nftTable() {
+		t.Error("nftables table left after shutdown")
+	}
+	if left := leakcheck.WaitClean(before, leakOpts, 10*time.Second); len(left) > 0 {
+		t.Errorf("left after crash and restart: %v", left)
+	}
+}
