@@ -47,17 +47,6 @@ func cmdBench(args []string) int {
 	if *network == execapi.NetworkEgress {
 		operator.allowEgress = true
 	}
-	pc := engine.PoolConfig{}
-	if *pool {
-		pc = engine.PoolConfig{Floor: *concurrency, Max: *concurrency * 2, IdleAfter: time.Hour,
-			Runtimes: []string{w.Runtime}, Networks: []string{*network}, Builders: *builders}
-	}
-	eng, err := newEngineWithPool(newLogger(), pc)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "scratchrun bench: %v\n", err)
-		return exitInternal
-	}
-	defer eng.Close()
 	store, err := openStore()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "scratchrun bench: %v\n", err)
@@ -68,6 +57,22 @@ func cmdBench(args []string) int {
 		fmt.Fprintf(os.Stderr, "scratchrun bench: %v\n", err)
 		return exitInternal
 	}
+	pc := engine.PoolConfig{}
+	if *pool {
+		// Keep warm only what this workload uses, so building spares does not
+		// compete with the measurement.
+		pc = engine.PoolConfig{Floor: *concurrency, Max: *concurrency * 2, IdleAfter: time.Hour,
+			Runtimes: []string{w.Runtime}, Networks: []string{*network}, Builders: *builders}
+		if v := engine.WarmVariant(rt.Runtime, w.Code); v != "" {
+			pc.Variants = []string{v}
+		}
+	}
+	eng, err := newEngineWithPool(newLogger(), pc)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "scratchrun bench: %v\n", err)
+		return exitInternal
+	}
+	defer eng.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if *pool {

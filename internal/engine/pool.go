@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -34,6 +35,8 @@ type PoolConfig struct {
 	// Builders is how many sandboxes may be built at once: the pool's CPU
 	// budget (default 1).
 	Builders int
+	// Variants limits the warm variants kept ("light", "heavy"; empty: all).
+	Variants []string
 }
 
 // DefaultPoolConfig keeps one of each runtime ready, grows with concurrent
@@ -52,6 +55,10 @@ const (
 	variantLight = "light" // interpreter started, nothing imported
 	variantHeavy = "heavy" // the runtime's Preload modules imported
 )
+
+// WarmVariant tells which warm variant a call of code on rt would use ("",
+// "light" or "heavy"), for tools that size a pool for one workload.
+func WarmVariant(rt images.Runtime, code string) string { return warmVariant(rt, code) }
 
 // warmVariant picks the variant a call's code wants: heavy when it imports
 // one of the runtime's preloaded modules (a cheap textual look, good enough
@@ -137,6 +144,9 @@ func newPool(e *Engine, cfg PoolConfig) *pool {
 			if len(rt.Preload) > 0 {
 				variants = append(variants, variantHeavy)
 			}
+			variants = slices.DeleteFunc(variants, func(v string) bool {
+				return len(cfg.Variants) > 0 && !slices.Contains(cfg.Variants, v)
+			})
 		}
 		for _, n := range cfg.Networks {
 			if n == "egress" && e.cfg.Network == nil {
