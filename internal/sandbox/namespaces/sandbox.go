@@ -85,9 +85,10 @@ func (s *nsSandbox) start(ctx context.Context, cfg sandbox.Config) error {
 		Path: b.initPath,
 		Args: []string{nsinit.Arg0},
 		// Init and user code start from nothing of the engine's environment:
-		// it may hold API keys. GODEBUG only keeps init's Go runtime from
-		// opening the host's cgroup files to size itself.
-		Env:        []string{"GODEBUG=containermaxprocs=0,updatemaxprocs=0"},
+		// it may hold API keys. GODEBUG keeps init's Go runtime from opening
+		// the host's cgroup files to size itself; one P is all init needs
+		// (fewer threads to start, and fewer counted against pids.max).
+		Env:        []string{"GODEBUG=containermaxprocs=0,updatemaxprocs=0", "GOMAXPROCS=1"},
 		Stdout:     outW,
 		Stderr:     errW,
 		ExtraFiles: []*os.File{controlR, statusW},
