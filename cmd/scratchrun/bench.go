@@ -31,6 +31,7 @@ func cmdBench(args []string) int {
 	warmup := fs.Int("warmup", 3, "discarded runs per side before measuring")
 	pool := fs.Bool("pool", true, "use the warm pool (false measures cold sandboxes)")
 	builders := fs.Int("builders", 1, "warm sandboxes built at once (the pool's CPU budget)")
+	interval := fs.Duration("interval", 0, "pause after each run, as an agent thinking between calls (lets the warm pool refill; not counted)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return flagExit(err)
@@ -78,7 +79,7 @@ func cmdBench(args []string) int {
 	if *pool {
 		eng.WaitWarm(ctx, 2*time.Minute)
 	}
-	r, err := bench.Run(ctx, eng, rt, w, bench.Options{N: *n, Concurrency: *concurrency, Network: *network, Warmup: *warmup})
+	r, err := bench.Run(ctx, eng, rt, w, bench.Options{N: *n, Concurrency: *concurrency, Network: *network, Warmup: *warmup, Interval: *interval})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "scratchrun bench: %v\n", err)
 		return exitInternal
@@ -89,7 +90,7 @@ func cmdBench(args []string) int {
 		enc.Encode(r)
 		return 0
 	}
-	fmt.Printf("workload %s  n=%d  concurrency=%d  network=%s  pool=%v\n", r.Workload, r.N, r.Concurrency, r.Network, *pool)
+	fmt.Printf("workload %s  n=%d  concurrency=%d  network=%s  pool=%v  interval=%s\n", r.Workload, r.N, r.Concurrency, r.Network, *pool, *interval)
 	fmt.Printf("%-8s %9s %9s %9s %12s\n", "", "p50 ms", "p95 ms", "p99 ms", "runs/s")
 	for _, row := range []struct {
 		name string
