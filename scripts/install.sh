@@ -43,6 +43,7 @@ scratchrun version
 step "building runtime images (cached by recipe hash; the first build takes a few minutes)"
 scratchrun images build
 scratchrun images list
+"$repo/scripts/install-runsc.sh" # gVisor's runsc for --isolation gvisor: pinned, built once, cached by version
 
 if ((run_example)); then
   step "running the chart example: scratchrun exec --runtime python3.13 examples/chart.py --return /tmp/chart.png"

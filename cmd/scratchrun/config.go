@@ -15,6 +15,8 @@ import (
 	"github.com/scratchrun/scratchrun/internal/execapi"
 	"github.com/scratchrun/scratchrun/internal/images"
 	"github.com/scratchrun/scratchrun/internal/netpolicy"
+	"github.com/scratchrun/scratchrun/internal/sandbox"
+	"github.com/scratchrun/scratchrun/internal/sandbox/gvisor"
 	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces"
 )
 
@@ -99,15 +101,75 @@ func engineConfig(log *slog.Logger) (engine.Config, error) {
 type operatorOptions struct {
 	networkDefault string
 	allowEgress    bool
+	isolation      string
 }
 
 // operator holds the flags' values once parsed (zero: take the environment).
 var operator operatorOptions
 
-// addOperatorFlags registers --network-default and --allow-egress on fs.
+// addOperatorFlags registers --network-default, --allow-egress and
+// --isolation on fs.
 func addOperatorFlags(fs *flag.FlagSet) {
 	fs.StringVar(&operator.networkDefault, "network-default", "", `network for requests that name none: "none" or "egress" (env SCRATCHRUN_NETWORK_DEFAULT; default none)`)
 	fs.BoolVar(&operator.allowEgress, "allow-egress", false, "let requests ask for network egress (env SCRATCHRUN_ALLOW_EGRESS=1; needs root)")
+	fs.StringVar(&operator.isolation, "isolation", "", `isolation level: "namespaces" (Linux namespaces, shares the host kernel) or "gvisor" (gVisor's application kernel; needs root and runsc) (env SCRATCHRUN_ISOLATION; default namespaces)`)
+}
+
+// Isolation levels --isolation accepts.
+const (
+	isolationNamespaces = "namespaces"
+	isolationGVisor     = "gvisor"
+)
+
+// isolationSetting resolves the isolation level from flag and environment.
+func isolationSetting() (string, error) {
+	v := operator.isolation
+	if v == "" {
+		v = os.Getenv("SCRATCHRUN_ISOLATION")
+	}
+	switch v {
+	case "", isolationNamespaces:
+		return isolationNamespaces, nil
+	case isolationGVisor:
+		return isolationGVisor, nil
+	}
+	return "", fmt.Errorf("--isolation / SCRATCHRUN_ISOLATION %q: want namespaces or gvisor", v)
+}
+
+// closableBackend is a backend the engine closes when it stops.
+type closableBackend interface {
+	sandbox.Backend
+	Close() error
+}
+
+// newBackend opens the chosen isolation level's backend. The gVisor backend
+// keeps its files and cgroups apart from the namespaces backend's (its own
+// state subdirectory and cgroup parent), so neither sweeps the other's.
+func newBackend(log *slog.Logger) (closableBackend, error) {
+	isolation, err := isolationSetting()
+	if err != nil {
+		return nil, err
+	}
+	stateDir, parent := os.Getenv("SCRATCHRUN_STATE_DIR"), os.Getenv("SCRATCHRUN_CGROUP_PARENT")
+	if isolation == isolationNamespaces {
+		b, err := namespaces.New(namespaces.Options{StateDir: stateDir, CgroupParent: parent, Logger: log})
+		if err != nil {
+			return nil, err // not a typed nil in the interface
+		}
+		return b, nil
+	}
+	opts := gvisor.Options{Logger: log, Runsc: os.Getenv("SCRATCHRUN_RUNSC"), Platform: os.Getenv("SCRATCHRUN_GVISOR_PLATFORM")}
+	if stateDir != "" {
+		opts.StateDir = filepath.Join(stateDir, "gvisor")
+	}
+	if parent != "" {
+		opts.CgroupParent = parent + "-gvisor"
+	}
+	b, err := gvisor.New(opts)
+	if err != nil {
+		return nil, fmt.Errorf("--isolation gvisor: %w", err)
+	}
+	return b, nil
 }
 
 // networkSettings resolves the network policy from flags and environment.
@@ -243,11 +305,7 @@ func newEngineWithPool(log *slog.Logger, pool engine.PoolConfig) (*engine.Engine
 	if err != nil {
 		return nil, err
 	}
-	backend, err := namespaces.New(namespaces.Options{
-		StateDir:     os.Getenv("SCRATCHRUN_STATE_DIR"),
-		CgroupParent: os.Getenv("SCRATCHRUN_CGROUP_PARENT"),
-		Logger:       log,
-	})
+	backend, err := newBackend(log)
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,9 @@ import (
 // sandboxes (scratchrun itself, and test binaries) calls it first thing in main
 // or TestMain.
 func RunIfRequested() {
+	if code, ran := runOtherRole(); ran { // gVisor roles: see gvisor.go
+		os.Exit(code)
+	}
 	if len(os.Args) == 0 || os.Args[0] != Arg0 {
 		return
 	}
@@ -31,6 +34,9 @@ func RunIfRequested() {
 // Main runs init unconditionally: the entry point of the dedicated
 // scratchrun-init binary.
 func Main() {
+	if code, ran := runOtherRole(); ran { // gVisor roles: see gvisor.go
+		os.Exit(code)
+	}
 	runtime.LockOSThread()
 	os.Exit(runInit())
 }

@@ -1,0 +1,254 @@
+package gvisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/scratchrun/scratchrun/internal/sandbox"
+	"github.com/scratchrun/scratchrun/internal/sandbox/cgroups"
+	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces/nsinit"
+	"github.com/scratchrun/scratchrun/internal/sandbox/seccomp"
+)
+
+// Platforms runsc can run on. KVM needs hardware virtualisation that works
+// for gVisor; systrap works wherever seccomp does.
+const (
+	PlatformSystrap = "systrap"
+	PlatformKVM     = "kvm"
+	PlatformPtrace  = "ptrace"
+)
+
+// DefaultMemoryOverhead is added to every sandbox's memory limit for the
+// Sentry and gofer themselves (their Go runtimes, page tables, the overlay's
+// metadata), so that a job's memory_mb is roughly what its own code may use,
+// as with the namespaces backend.
+const DefaultMemoryOverhead = 48 << 20
+
+// Options configure the backend.
+type Options struct {
+	// StateDir holds the init binary, bundles and runsc's state.
+	// Default: /run/scratchrun-gvisor.
+	StateDir string
+	// CgroupParent names the cgroup directory all sandboxes live under.
+	// Default: scratchrun-gvisor (not the namespaces backend's, so that
+	// neither sweeps the other's groups).
+	CgroupParent string
+	// Logger receives the backend's own diagnostics (never user data).
+	Logger *slog.Logger
+	// InitBinary is the sandbox init program (see namespaces.Options).
+	InitBinary string
+	// Runsc is the runsc binary. Default: the pinned build cached by
+	// scripts/install-runsc.sh, else runsc on PATH.
+	Runsc string
+	// Platform forces a runsc platform; empty picks KVM when it works here,
+	// else systrap.
+	Platform string
+	// MemoryOverheadBytes is added to each sandbox's memory limit for the
+	// Sentry and gofer; 0 means DefaultMemoryOverhead, negative means none.
+	MemoryOverheadBytes int64
+	// DebugLogDir, when set, makes runsc write its debug logs there (one
+	// file per runsc process): for diagnosing runsc itself, never in
+	// production (they are large and slow every sandbox down).
+	DebugLogDir string
+}
+
+// Backend creates gVisor sandboxes.
+type Backend struct {
+	opts        Options
+	runsc       string
+	platform    string
+	runscRoot   string
+	bundles     string
+	initPath    string
+	dynamicInit bool
+	probeCached bool
+	cgroups     *cgroups.Manager
+	instance    string
+	seq         atomic.Uint64
+	overhead    int64
+	limitations []string
+	seccomp     []unix.SockFilter
+	keepCaps    []uintptr
+	initCaps    []string
+}
+
+var _ sandbox.Backend = (*Backend)(nil)
+
+// DefaultStateDir is where the backend keeps its files when Options.StateDir
+// is empty.
+const DefaultStateDir = "/run/scratchrun-gvisor"
+
+// New prepares the backend and proves it works: it finds runsc, installs the
+// init binary, removes what a crashed engine left behind and runs one small
+// sandbox end to end, on KVM when that works and on systrap otherwise. Any
+// missing piece is reported here, naming it, rather than on the first call.
+func New(opts Options) (*Backend, error) {
+	if opts.StateDir == "" {
+		opts.StateDir = DefaultStateDir
+	}
+	if opts.CgroupParent == "" {
+		opts.CgroupParent = "scratchrun-gvisor"
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if os.Geteuid() != 0 {
+		return nil, errors.New("the gvisor isolation level needs root: runsc creates namespaces, cgroups and (for egress) packet sockets; run as root or use --isolation namespaces")
+	}
+	b := &Backend{opts: opts, overhead: opts.MemoryOverheadBytes}
+	if b.overhead == 0 {
+		b.overhead = DefaultMemoryOverhead
+	} else if b.overhead < 0 {
+		b.overhead = 0
+	}
+	var note string
+	var err error
+	if b.runsc, note, err = findRunsc(opts.Runsc); err != nil {
+		return nil, err
+	}
+	if note != "" {
+		b.limitations = append(b.limitations, note)
+	}
+	b.runscRoot = filepath.Join(opts.StateDir, "runsc")
+	b.bundles = filepath.Join(opts.StateDir, "bundles")
+	for _, d := range []string{opts.StateDir, b.runscRoot, b.bundles} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("create %s: %w", d, err)
+		}
+	}
+	// The gofer runs as the image's unprivileged owner and must reach the
+	// init binary.
+	if err := os.Chmod(opts.StateDir, 0o755); err != nil {
+		return nil, fmt.Errorf("chmod %s: %w", opts.StateDir, err)
+	}
+	if b.seccomp, err = seccomp.Program(); err != nil {
+		return nil, err
+	}
+	for i, c := range seccomp.DefaultCapabilities {
+		// As in the namespaces backend, Docker's set without CAP_NET_RAW;
+		// also without CAP_MKNOD, which the Sentry (unlike a user namespace)
+		// would honour: no sandbox needs to create device nodes.
+		if c != unix.CAP_NET_RAW && c != unix.CAP_MKNOD {
+			b.keepCaps = append(b.keepCaps, c)
+			b.initCaps = append(b.initCaps, seccomp.DefaultCapabilityNames[i])
+		}
+	}
+	// Init alone holds CAP_SYS_ADMIN (inside the Sentry), to mount /tmp,
+	// /code and /dev/shm with inode limits; it drops it before user code.
+	if !slices.Contains(b.initCaps, "CAP_SYS_ADMIN") {
+		b.initCaps = append(b.initCaps, "CAP_SYS_ADMIN")
+	}
+	if b.initPath, err = installInitBinary(opts.StateDir, opts.InitBinary); err != nil {
+		return nil, err
+	}
+	if b.dynamicInit = dynamicallyLinked(b.initPath); b.dynamicInit {
+		b.limitations = append(b.limitations,
+			"the sandbox init program is dynamically linked (scratchrun-init was not found next to the engine): inside gVisor it runs on each image's C library; install both binaries (go build -o DIR ./cmd/scratchrun ./cmd/scratchrun-init)")
+	}
+	if b.instance, err = instanceName(os.Getpid()); err != nil {
+		return nil, err
+	}
+	if b.cgroups, err = cgroups.New(opts.CgroupParent); err != nil {
+		b.cgroups = nil
+		b.limitations = append(b.limitations, fmt.Sprintf(
+			"memory and CPU limits are NOT enforced (%v); process counts (inside the Sentry), timeouts, output caps and file-system size caps are", err))
+	}
+	if n, err := b.sweep(); err != nil {
+		opts.Logger.Warn("cleaning up gVisor sandboxes of an earlier engine", "err", err)
+	} else if n > 0 {
+		opts.Logger.Info("removed gVisor sandboxes left by an earlier engine", "count", n)
+	}
+	if err := b.choosePlatform(); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// Close removes the backend's empty cgroup parent directories and the
+// network namespace runsc pins in its state directory. Sandboxes must all be
+// destroyed first.
+func (b *Backend) Close() error {
+	var errs []error
+	errs = append(errs, unpinNullNetNS(b.runscRoot))
+	if b.cgroups == nil {
+		return errors.Join(errs...)
+	}
+	errs = append(errs, b.cgroups.RemoveParent())
+	// runsc creates the controllers ScratchRun does not manage (cpuacct,
+	// freezer, ...) below the same parent.
+	for _, dir := range parentDirs(b.opts.CgroupParent) {
+		if err := os.Remove(dir); err != nil && !os.IsNotExist(err) &&
+			!errors.Is(err, unix.EBUSY) && !errors.Is(err, unix.ENOTEMPTY) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Name implements sandbox.Backend.
+func (b *Backend) Name() string { return "gvisor" }
+
+// Limitations implements sandbox.Backend.
+func (b *Backend) Limitations() []string { return b.limitations }
+
+// Platform is the runsc platform sandboxes run on ("systrap" or "kvm").
+func (b *Backend) Platform() string { return b.platform }
+
+// Runsc is the path of the runsc binary in use.
+func (b *Backend) Runsc() string { return b.runsc }
+
+// Cgroups exposes the cgroup manager (nil when limits are not enforced), so
+// that leak checks can list what is left.
+func (b *Backend) Cgroups() *cgroups.Manager { return b.cgroups }
+
+// RunscRoot is runsc's state directory for this backend (leak checks look
+// there for containers left behind).
+func (b *Backend) RunscRoot() string { return b.runscRoot }
+
+// Create implements sandbox.Backend.
+func (b *Backend) Create(ctx context.Context, cfg sandbox.Config) (sandbox.Sandbox, error) {
+	return b.create(ctx, cfg, b.platform)
+}
+
+func (b *Backend) create(ctx context.Context, cfg sandbox.Config, platform string) (*gvSandbox, error) {
+	id := fmt.Sprintf("%s_%d", b.instance, b.seq.Add(1))
+	s := &gvSandbox{id: id, backend: b}
+	if err := s.start(ctx, cfg, platform); err != nil {
+		t := s.Destroy()
+		if !t.Purged {
+			b.opts.Logger.Error("teardown of a sandbox that failed to start", "sandbox", id, "err", t.Err)
+		}
+		return nil, fmt.Errorf("create gVisor sandbox %s: %w", id, err)
+	}
+	return s, nil
+}
+
+// RunInitIfRequested turns the process into a sandbox's init when it was
+// started as one (either backend's); binaries that create sandboxes call it
+// first thing in main or TestMain.
+func RunInitIfRequested() { nsinit.RunIfRequested() }
+
+// unpinNullNetNS removes the empty network namespace runsc bind-mounts at
+// ROOT/null-netns to speed up later gofers (a mount on the host, which must
+// not outlive the backend). Concurrent runsc starts may have stacked several.
+func unpinNullNetNS(root string) error {
+	path := filepath.Join(root, "null-netns")
+	for range 100 {
+		if err := unix.Unmount(path, unix.MNT_DETACH); err != nil {
+			break
+		}
+	}
+	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("remove runsc's network namespace pin: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,41 @@
+// Package gvisor is the "gvisor" isolation level: each sandbox is a gVisor
+// container, so user code's system calls are served by gVisor's Sentry (an
+// application kernel in Go, itself confined by seccomp on the host) rather
+// than by the host kernel. It implements the same sandbox.Backend contract
+// as package namespaces, with the same init program and protocol:
+//
+//   - Create writes an OCI bundle (the image as root under runsc's in-memory
+//     overlay, its own /proc, fresh namespaces, a user namespace mapping root
+//     to the image's owner, limits) and starts `runsc run` attached. The
+//     container's process is ScratchRun's init, executed from an open file
+//     (--exec-fd); its control and status pipes are the container's fds 3
+//     and 4 and the engine's output pipes its fds 1 and 2 (--pass-fd). Init
+//     mounts inode-limited tmpfs on /tmp, /code and /dev/shm, freezes /proc's
+//     writable corners, drops to Docker's capabilities minus NET_RAW and
+//     MKNOD, installs the same seccomp filter as a namespaces sandbox, and
+//     waits for the job (warm sandboxes pre-start their interpreter first).
+//   - Memory, CPU and host tasks are limited by a cgroup the backend creates
+//     below its own parent ("scratchrun-gvisor") and runsc joins; the memory
+//     limit has DefaultMemoryOverhead added for the Sentry and gofer. Process
+//     and thread counts inside are limited by RLIMIT_NPROC, which the Sentry
+//     enforces per user. Over the memory limit the host kills the Sentry, and
+//     the whole sandbox ends (exit 137).
+//   - With egress the sandbox joins the slot's network namespace
+//     (--network=sandbox): the Sentry's network stack sends through the
+//     slot's veth, so the same nftables policy applies.
+//   - Destroy lets runsc remove the container, force-deletes it otherwise,
+//     and removes cgroups on every hierarchy and the bundle; New removes what
+//     a crashed engine left, and proves with one small sandbox that runsc
+//     runs here (KVM platform when it works, else systrap).
+//
+// Differences from the namespaces backend that callers may notice: the
+// root's writable layer is limited in size but not in inodes; gVisor does
+// not shield init from its own sandbox's signals, so a program that kills
+// pid 1 ends its sandbox (reported as a signal exit, return files lost);
+// mounts show "none" as their source; and system calls are much slower.
+//
+// It must never write to an image (no bind mounts: runsc's gofer creates
+// mount points in the root's directory on disk), never pass anything of the
+// engine's environment to runsc or the sandbox, and never touch cgroups,
+// runsc state or bundles of an engine that is still running.
+package gvisor

@@ -1,0 +1,162 @@
+package gvisor
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/scratchrun/scratchrun/internal/sandbox"
+	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces/nsinit"
+)
+
+// probeTimeout bounds one start-up probe (KVM that hangs must not hang New).
+const probeTimeout = 60 * time.Second
+
+// probeUIDBase owns the probe's empty root directory; like an image's owner
+// it is an unprivileged uid no host file belongs to.
+const probeUIDBase = 1_000_000_000
+
+// choosePlatform runs the probe on the configured platform, or on KVM when
+// /dev/kvm is usable and on systrap otherwise, and fails New with what is
+// missing when no platform runs a sandbox.
+func (b *Backend) choosePlatform() error {
+	marker := b.probeMarker()
+	if data, err := os.ReadFile(marker); err == nil {
+		// This boot already proved these binaries run here (the state
+		// directory is on a RAM file system): a one-shot `scratchrun exec`
+		// then pays for one sandbox, not two.
+		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+		b.platform = lines[0]
+		b.limitations = append(b.limitations, lines[1:]...)
+		b.probeCached = true
+		return nil
+	}
+	limitationsBefore := len(b.limitations)
+	if err := b.probeEach(); err != nil {
+		return err
+	}
+	content := strings.Join(append([]string{b.platform}, b.limitations[limitationsBefore:]...), "\n")
+	if err := os.WriteFile(marker, []byte(content+"\n"), 0o644); err != nil {
+		b.opts.Logger.Warn("recording the gVisor probe", "err", err)
+	}
+	return nil
+}
+
+// probeMarker names the file that records a successful probe of exactly
+// these binaries on this kernel with these options.
+func (b *Backend) probeMarker() string {
+	h := sha256.New()
+	fmt.Fprintln(h, b.runsc, b.initPath, b.opts.Platform, b.opts.CgroupParent, b.cgroups != nil)
+	if fi, err := os.Stat(b.runsc); err == nil {
+		fmt.Fprintln(h, fi.Size(), fi.ModTime().UnixNano())
+	}
+	var uts unix.Utsname
+	if unix.Uname(&uts) == nil {
+		h.Write(uts.Release[:])
+	}
+	return filepath.Join(b.opts.StateDir, fmt.Sprintf("probed-%x", h.Sum(nil)[:12]))
+}
+
+// probeEach tries the platforms in order of preference.
+func (b *Backend) probeEach() error {
+	if p := b.opts.Platform; p != "" {
+		if err := b.probe(p); err != nil {
+			return fmt.Errorf("gVisor cannot run here on the %s platform: %w", p, err)
+		}
+		b.platform = p
+		return nil
+	}
+	if err := kvmUsable(); err == nil {
+		if err := b.probe(PlatformKVM); err == nil {
+			b.platform = PlatformKVM
+			return nil
+		} else {
+			b.limitations = append(b.limitations, fmt.Sprintf(
+				"gVisor's KVM platform does not work on this host (%v); sandboxes use the slower systrap platform", firstLine(err.Error())))
+		}
+	}
+	if err := b.probe(PlatformSystrap); err != nil {
+		return fmt.Errorf("gVisor cannot run here (runsc %s, platform systrap): %w", b.runsc, err)
+	}
+	b.platform = PlatformSystrap
+	return nil
+}
+
+// kvmUsable reports why KVM cannot be used, nil when /dev/kvm opens.
+func kvmUsable() error {
+	fd, err := unix.Open("/dev/kvm", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("/dev/kvm: %w", err)
+	}
+	unix.Close(fd)
+	return nil
+}
+
+// probe runs one sandbox end to end on platform: an empty root, and a job
+// that runs the init program again (as /proc/self/exe) in its probe role. It
+// proves runsc, the platform, cgroups, the user namespace, descriptor
+// passing and the init protocol all work, in about one sandbox's start time.
+func (b *Backend) probe(platform string) error {
+	// A dynamically linked init needs a C library to start at all: the probe
+	// then runs on the host's root, read-only under the in-memory overlay
+	// (as `runsc do` does). Only the init program runs in it.
+	root := "/"
+	if !b.dynamicInit {
+		var err error
+		if root, err = probeRoot(b.opts.StateDir); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	cfg := sandbox.Config{
+		Image:       sandbox.Image{RootFS: root, UIDBase: probeUIDBase},
+		MemoryBytes: 64 << 20, MaxPids: 64, CPUs: 1,
+		WritableBytes: 1 << 20, TmpBytes: 1 << 20, MaxInodes: 64,
+	}
+	s, err := b.create(ctx, cfg, platform)
+	if err != nil {
+		return err
+	}
+	var stdout, stderr bytes.Buffer
+	out, runErr := s.Run(ctx, sandbox.Job{
+		Argv: []string{nsinit.GVisorProbePath, nsinit.GVisorRoleProbe}, Dir: "/",
+		Timeout: probeTimeout / 2, MaxReturnBytes: 1, Stdout: &stdout, Stderr: &stderr,
+	})
+	t := s.Destroy()
+	switch {
+	case runErr != nil:
+		return runErr
+	case out.ExitCode != 0 || stdout.String() != nsinit.GVisorProbeOutput:
+		return fmt.Errorf("probe sandbox: exit %d, stdout %q, stderr %q", out.ExitCode, stdout.String(), stderr.String())
+	case !t.Purged:
+		return fmt.Errorf("probe sandbox was not torn down: %w", t.Err)
+	}
+	return nil
+}
+
+// probeRoot makes the probe's root: an empty directory owned by
+// probeUIDBase (the overlay above it takes the mount points).
+func probeRoot(stateDir string) (string, error) {
+	root := filepath.Join(stateDir, "probe-root")
+	if err := os.Mkdir(root, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return "", fmt.Errorf("create probe root: %w", err)
+	}
+	if err := os.Chown(root, probeUIDBase, probeUIDBase); err != nil {
+		return "", fmt.Errorf("create probe root: %w", err)
+	}
+	return root, nil
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}

@@ -1,0 +1,129 @@
+package gvisor
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// cgroupRoot is where cgroup hierarchies are mounted.
+const cgroupRoot = "/sys/fs/cgroup"
+
+// parentDirs lists the parent directory on every mounted hierarchy: on
+// cgroup v1 runsc adds its own controllers (cpuacct, freezer, devices, ...)
+// next to the memory, pids and cpu groups ScratchRun creates.
+func parentDirs(parent string) []string {
+	var out []string
+	for _, pattern := range []string{filepath.Join(cgroupRoot, "*", parent), filepath.Join(cgroupRoot, parent)} {
+		matches, _ := filepath.Glob(pattern)
+		for _, m := range matches {
+			if fi, err := os.Stat(m); err == nil && fi.IsDir() {
+				out = append(out, m)
+			}
+		}
+	}
+	return out
+}
+
+// groupDirs lists sandbox id's directories on every hierarchy.
+func groupDirs(parent, id string) []string {
+	var out []string
+	for _, p := range parentDirs(parent) {
+		dir := filepath.Join(p, id)
+		if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
+			out = append(out, dir)
+		}
+	}
+	return out
+}
+
+// removeGroupDirs kills whatever is left in sandbox id's directories on
+// every hierarchy and removes them. The kernel releases a group just after
+// its last task is reaped, so removal is retried briefly.
+func removeGroupDirs(parent, id string) error {
+	var errs []error
+	for _, dir := range groupDirs(parent, id) {
+		killProcs(dir)
+		var err error
+		for range 200 {
+			err = os.Remove(dir)
+			if err == nil || os.IsNotExist(err) {
+				err = nil
+				break
+			}
+			if !errors.Is(err, syscall.EBUSY) {
+				break
+			}
+			killProcs(dir)
+			time.Sleep(5 * time.Millisecond)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", dir, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// killProcs sends SIGKILL to every process listed in dir's cgroup.procs.
+func killProcs(dir string) {
+	data, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return
+	}
+	for _, f := range strings.Fields(string(data)) {
+		if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// sweep removes what engines that are no longer running left behind: runsc
+// containers (force-deleted, which kills their Sentry and gofer), cgroups on
+// every hierarchy, and bundles. Leftovers of live engines are never touched.
+func (b *Backend) sweep() (int, error) {
+	ids := map[string]bool{}
+	entries, _ := os.ReadDir(b.runscRoot)
+	for _, e := range entries {
+		if id, ok := stateID(e.Name()); ok {
+			ids[id] = true
+		}
+	}
+	for _, p := range parentDirs(b.opts.CgroupParent) {
+		entries, _ := os.ReadDir(p)
+		for _, e := range entries {
+			if e.IsDir() {
+				ids[e.Name()] = true
+			}
+		}
+	}
+	entries, _ = os.ReadDir(b.bundles)
+	for _, e := range entries {
+		ids[e.Name()] = true
+	}
+	removed := 0
+	var errs []error
+	for id := range ids {
+		if engineAlive(id) {
+			continue
+		}
+		if err := b.deleteContainer(id); err != nil {
+			errs = append(errs, err)
+			// runsc could not delete it: remove its files so that they do
+			// not accumulate; the processes die with their cgroup below.
+			_ = removeFiles(b.stateFiles(id))
+		}
+		if err := removeGroupDirs(b.opts.CgroupParent, id); err != nil {
+			errs = append(errs, err)
+		}
+		if err := os.RemoveAll(filepath.Join(b.bundles, id)); err != nil {
+			errs = append(errs, err)
+		}
+		removed++
+	}
+	return removed, errors.Join(errs...)
+}

@@ -1,0 +1,180 @@
+package nsinit
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"runtime"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/scratchrun/scratchrun/internal/sandbox/seccomp/bpfload"
+)
+
+// GVisorInitPath is argv[0] of init in a gVisor sandbox. runsc executes the
+// init program from an open file (--exec-fd), so no such path exists inside;
+// the name only tells the binary, with argv[1], which role it plays.
+const GVisorInitPath = "/.scratchrun/init"
+
+// GVisorProbePath is how the probe job names the init program: init's child
+// executes its own image again.
+const GVisorProbePath = "/proc/self/exe"
+
+// Roles the binary plays at GVisorInitPath, given as argv[1].
+const (
+	// GVisorRoleInit is pid 1 of a gVisor sandbox: the same control/status
+	// protocol as a namespaces sandbox, on the same descriptors (runsc hands
+	// them over with --pass-fd), without building the file system.
+	GVisorRoleInit = "gvisor-init"
+	// GVisorRoleProbe prints GVisorProbeOutput and exits 0: the job the
+	// gVisor backend runs once at start to prove the whole path works.
+	GVisorRoleProbe = "probe"
+)
+
+// GVisorProbeOutput is what GVisorRoleProbe prints on stdout.
+const GVisorProbeOutput = "scratchrun gvisor probe ok\n"
+
+// runOtherRole runs the role named by argv when the binary was started as
+// something other than a namespaces init, and reports whether it did (the
+// process must then exit with code). It is the only entry point init.go
+// calls into this file.
+func runOtherRole() (code int, ran bool) {
+	if len(os.Args) != 2 {
+		return 0, false
+	}
+	switch {
+	case os.Args[0] == GVisorInitPath && os.Args[1] == GVisorRoleInit:
+		runtime.LockOSThread()
+		return runGVisorInit(), true
+	case os.Args[0] == GVisorProbePath && os.Args[1] == GVisorRoleProbe:
+		if _, err := os.Stdout.WriteString(GVisorProbeOutput); err != nil {
+			return 1, true
+		}
+		return 0, true
+	}
+	return 0, false
+}
+
+// runGVisorInit is init inside gVisor. gVisor's Sentry has already built the
+// root (the image under an in-memory overlay), /proc, /dev, the namespaces
+// and the capability sets; init adds what the OCI runtime cannot express,
+// locks itself down and then runs the job exactly as a namespaces init does.
+func runGVisorInit() int {
+	_ = unix.CloseRange(statusFD+1, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+	control := os.NewFile(controlFD, "control")
+	status := os.NewFile(statusFD, "status")
+	unix.CloseOnExec(controlFD)
+	unix.CloseOnExec(statusFD)
+	dec := json.NewDecoder(control)
+	enc := json.NewEncoder(status)
+
+	var setup SetupMessage
+	if err := dec.Decode(&setup); err != nil {
+		return 1
+	}
+	if err := prepareGVisor(setup); err != nil {
+		_ = enc.Encode(ReadyMessage{Error: err.Error()})
+		return 1
+	}
+	// Always confine before reporting ready (as a warm namespaces sandbox
+	// does): one order of steps for cold and warm sandboxes, and runJob
+	// then skips its own lock-down (lockedDown is set).
+	if err := lockDownGVisor(setup); err != nil {
+		_ = enc.Encode(ReadyMessage{Error: err.Error()})
+		return 1
+	}
+	var warm *prestarted
+	if setup.Prestart != nil {
+		warm, _ = startPrestart(*setup.Prestart)
+	}
+	if err := enc.Encode(ReadyMessage{Ready: true}); err != nil {
+		return 1
+	}
+	var job JobMessage
+	if err := dec.Decode(&job); err != nil {
+		return 0
+	}
+	control.Close()
+	if err := enc.Encode(runJob(job, warm, setup)); err != nil {
+		return 1
+	}
+	return 0
+}
+
+// prepareGVisor mounts the size- and inode-limited tmpfs file systems (runsc
+// passes only size and mode to an OCI tmpfs mount, so a million empty files
+// would otherwise fit), makes /proc's writable corners read-only and writes
+// the resolver configuration for egress.
+// It needs CAP_SYS_ADMIN inside the Sentry, which lockDownGVisor then drops.
+func prepareGVisor(s SetupMessage) error {
+	for _, m := range []struct {
+		path string
+		mode string
+	}{{"/tmp", "1777"}, {"/code", "0755"}, {"/dev/shm", "1777"}} {
+		if err := os.MkdirAll(m.path, 0o755); err != nil {
+			return fmt.Errorf("create %s: %w", m.path, err)
+		}
+		if err := mount("tmpfs", m.path, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV,
+			fmt.Sprintf("size=%d,nr_inodes=%d,mode=%s", s.TmpBytes, s.MaxInodes, m.mode)); err != nil {
+			return err
+		}
+	}
+	// The Sentry's /proc shows no host state, but some of it is writable
+	// (the UTS hostname, a no-op sysrq-trigger): hide and freeze the same
+	// paths as in a namespaces sandbox, so that both refuse the same writes.
+	if err := maskProc("/"); err != nil {
+		return err
+	}
+	if len(s.DNS) > 0 {
+		return writeResolvConf(s.DNS)
+	}
+	return nil
+}
+
+// lockDownGVisor confines init before any user code: capabilities cut to
+// the kept set (bounding, permitted, effective; CAP_SYS_ADMIN was only for
+// the mounts), init made non-dumpable so user code cannot read its
+// descriptors, and the same seccomp program as a namespaces sandbox. The
+// Sentry is the real boundary; the filter keeps the system-call surface user
+// code reaches identical across backends, which also narrows what of the
+// Sentry it can exercise.
+func lockDownGVisor(setup SetupMessage) error {
+	if err := dropBoundingSet(setup.KeepCapabilities); err != nil {
+		return err
+	}
+	if err := limitOwnCapabilities(setup.KeepCapabilities); err != nil {
+		return err
+	}
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("set init non-dumpable: %w", err)
+	}
+	if err := bpfload.Install(setup.Seccomp); err != nil {
+		return fmt.Errorf("install seccomp filter: %w", err)
+	}
+	lockedDown = true
+	return nil
+}
+
+// limitOwnCapabilities keeps only keep in init's permitted and effective sets.
+func limitOwnCapabilities(keep []uintptr) error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("read capabilities: %w", err)
+	}
+	var mask [2]uint32
+	for _, c := range keep {
+		if c < 64 {
+			mask[c/32] |= 1 << (c % 32)
+		}
+	}
+	for i := range data {
+		data[i].Permitted &= mask[i]
+		data[i].Effective &= mask[i]
+		data[i].Inheritable = 0
+	}
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("limit init's capabilities: %w", err)
+	}
+	return nil
+}
