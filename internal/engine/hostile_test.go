@@ -29,8 +29,8 @@ def sys_(name, nr, *args):
 
 // Every privileged kernel interface a sandbox could use to get out is refused.
 func TestHostileSyscallsRefused(t *testing.T) {
-	e := newTestEngine(t, nil)
-	code := pyErrno + `
+	forEachBackend(t, nil, func(t *testing.T, e *Engine) {
+		code := pyErrno + `
 sys_("keyctl", 250, 0, 0, 0, 0, 0)
 sys_("add_key", 248, b"user", b"k", b"v", 1, -2)
 sys_("bpf", 321, 0, 0, 0)
@@ -65,40 +65,41 @@ st = dict(l.split(":\t") for l in open("/proc/self/status").read().splitlines() 
 print("NoNewPrivs:", st["NoNewPrivs"].strip(), "Seccomp:", st["Seccomp"].strip())
 print("CapEff:", st["CapEff"].strip())
 `
-	res := run(t, e, execapi.Request{Runtime: "python3.13", Code: code})
-	if res.ExitCode != 0 {
-		t.Fatalf("exit %d stderr %q", res.ExitCode, res.Stderr)
-	}
-	for _, line := range strings.Split(strings.TrimSpace(res.Stdout), "\n") {
-		name, result, _ := strings.Cut(line, ": ")
-		switch name {
-		case "NoNewPrivs":
-			if !strings.HasPrefix(result, "1 Seccomp: 2") {
-				t.Errorf("no_new_privs/seccomp not in force: %q", line)
-			}
-		case "CapEff":
-			// Docker's default set minus NET_RAW: no CAP_SYS_ADMIN (bit 21),
-			// CAP_SYS_PTRACE (19), CAP_SYS_MODULE (16), CAP_NET_ADMIN (12).
-			var caps uint64
-			fmt.Sscanf(result, "%x", &caps)
-			for _, bit := range []uint{21, 19, 16, 12, 13} {
-				if caps&(1<<bit) != 0 {
-					t.Errorf("capability %d is effective: %s", bit, line)
+		res := run(t, e, execapi.Request{Runtime: "python3.13", Code: code})
+		if res.ExitCode != 0 {
+			t.Fatalf("exit %d stderr %q", res.ExitCode, res.Stderr)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(res.Stdout), "\n") {
+			name, result, _ := strings.Cut(line, ": ")
+			switch name {
+			case "NoNewPrivs":
+				if !strings.HasPrefix(result, "1 Seccomp: 2") {
+					t.Errorf("no_new_privs/seccomp not in force: %q", line)
+				}
+			case "CapEff":
+				// Docker's default set minus NET_RAW: no CAP_SYS_ADMIN (bit 21),
+				// CAP_SYS_PTRACE (19), CAP_SYS_MODULE (16), CAP_NET_ADMIN (12).
+				var caps uint64
+				fmt.Sscanf(result, "%x", &caps)
+				for _, bit := range []uint{21, 19, 16, 12, 13} {
+					if caps&(1<<bit) != 0 {
+						t.Errorf("capability %d is effective: %s", bit, line)
+					}
+				}
+			default:
+				if result == "ok" {
+					t.Errorf("%s succeeded inside the sandbox", name)
 				}
 			}
-		default:
-			if result == "ok" {
-				t.Errorf("%s succeeded inside the sandbox", name)
-			}
 		}
-	}
+	})
 }
 
 // The sandbox inherits no descriptor from the engine: only stdin (/dev/null)
 // and the two output pipes.
 func TestHostileNoInheritedDescriptors(t *testing.T) {
-	e := newTestEngine(t, nil)
-	res := run(t, e, execapi.Request{Runtime: "python3.13", Code: `import os
+	forEachBackend(t, nil, func(t *testing.T, e *Engine) {
+		res := run(t, e, execapi.Request{Runtime: "python3.13", Code: `import os
 fds = sorted(int(f) for f in os.listdir('/proc/self/fd'))
 print([ (f, os.readlink('/proc/self/fd/%d' % f)) for f in fds if f > 2 and os.path.exists('/proc/self/fd/%d' % f) and not os.readlink('/proc/self/fd/%d' % f).startswith('/proc/') ])
 print(os.readlink('/proc/self/fd/0'))
@@ -106,75 +107,80 @@ try:
     print(os.readlink('/proc/1/fd/0'))
 except OSError as e: print('init fds:', e.strerror)
 `})
-	lines := strings.Split(res.Stdout, "\n")
-	if len(lines) < 3 || lines[0] != "[]" || lines[1] != "/dev/null" || !strings.Contains(lines[2], "Permission denied") {
-		t.Errorf("descriptors: %q stderr %q", res.Stdout, res.Stderr)
-	}
+		lines := strings.Split(res.Stdout, "\n")
+		if len(lines) < 3 || lines[0] != "[]" || lines[1] != "/dev/null" || !strings.Contains(lines[2], "Permission denied") {
+			t.Errorf("descriptors: %q stderr %q", res.Stdout, res.Stderr)
+		}
+	})
 }
 
 // Writable places all fill up and fail cleanly; the next call is unaffected.
 func TestHostileDiskFillEverywhere(t *testing.T) {
-	e := newTestEngine(t, nil)
-	res := run(t, e, execapi.Request{Runtime: "bash", Limits: execapi.Limits{MemoryMB: 512, TimeoutMS: 30000},
-		Code: `for d in /tmp /dev/shm /code /root /var/tmp; do
+	forEachBackend(t, func(c *Config) { c.MaxInodes = 8192 }, func(t *testing.T, e *Engine) {
+		res := run(t, e, execapi.Request{Runtime: "bash", Limits: execapi.Limits{MemoryMB: 512, TimeoutMS: 30000},
+			Code: `for d in /tmp /dev/shm /code /root /var/tmp; do
   out=$(dd if=/dev/zero of=$d/fill bs=1M count=1000 2>&1); case "$out" in *"No space left"*) echo "$d full";; *) echo "$d NOT full: $out";; esac
   rm -f $d/fill
 done
 mkdir /tmp/many && cd /tmp/many && i=0; while : > f$i 2>/dev/null; do i=$((i+1)); done; echo "files stopped at $i"`})
-	for _, d := range []string{"/tmp", "/dev/shm", "/code", "/root", "/var/tmp"} {
-		if !strings.Contains(res.Stdout, d+" full") {
-			t.Errorf("%s: %q", d, res.Stdout)
+		for _, d := range []string{"/tmp", "/dev/shm", "/code", "/root", "/var/tmp"} {
+			if !strings.Contains(res.Stdout, d+" full") {
+				t.Errorf("%s: %q", d, res.Stdout)
+			}
 		}
-	}
-	if !strings.Contains(res.Stdout, "files stopped at") {
-		t.Errorf("inode exhaustion did not stop: %q (note %q)", res.Stdout, res.Note)
-	}
-	if next := run(t, e, execapi.Request{Runtime: "bash", Code: "df -k /tmp | tail -1"}); !strings.Contains(next.Stdout, "tmpfs") || strings.Contains(next.Stdout, "100%") {
-		t.Errorf("next call's /tmp: %q", next.Stdout)
-	}
+		if !strings.Contains(res.Stdout, "files stopped at") {
+			t.Errorf("inode exhaustion did not stop: %q (note %q)", res.Stdout, res.Note)
+		}
+		if next := run(t, e, execapi.Request{Runtime: "bash", Code: "df -k /tmp | tail -1"}); !strings.Contains(next.Stdout, "/tmp") || strings.Contains(next.Stdout, "100%") {
+			t.Errorf("next call's /tmp: %q", next.Stdout)
+		}
+	})
 }
 
 // A thread bomb stops at the process/thread limit.
 func TestHostileThreadBomb(t *testing.T) {
-	e := newTestEngine(t, nil)
-	res := run(t, e, execapi.Request{Runtime: "python3.13", Limits: execapi.Limits{TimeoutMS: 20000},
-		Code: "import threading, time\nn = 0\ntry:\n    while True:\n        threading.Thread(target=time.sleep, args=(60,), daemon=True).start(); n += 1\nexcept RuntimeError as e:\n    print('stopped at', n, e)\n"})
-	if !strings.HasPrefix(res.Stdout, "stopped at") {
-		t.Errorf("thread bomb: exit %d stdout %q stderr %q", res.ExitCode, res.Stdout, res.Stderr)
-	}
+	forEachBackend(t, nil, func(t *testing.T, e *Engine) {
+		res := run(t, e, execapi.Request{Runtime: "python3.13", Limits: execapi.Limits{TimeoutMS: 20000},
+			Code: "import threading, time\nn = 0\ntry:\n    while True:\n        threading.Thread(target=time.sleep, args=(60,), daemon=True).start(); n += 1\nexcept RuntimeError as e:\n    print('stopped at', n, e)\n"})
+		if !strings.HasPrefix(res.Stdout, "stopped at") {
+			t.Errorf("thread bomb: exit %d stdout %q stderr %q", res.ExitCode, res.Stdout, res.Stderr)
+		}
+	})
 }
 
 // A gigabyte of output neither blocks the run nor fills the engine's memory.
 func TestHostileGigabyteOfOutput(t *testing.T) {
-	e := newTestEngine(t, nil)
-	res := run(t, e, execapi.Request{Runtime: "bash", Limits: execapi.Limits{TimeoutMS: 30000},
-		Code: "head -c 1000000000 /dev/zero; echo done >&2"})
-	if res.ExitCode != 0 || len(res.Stdout) != 1<<20 || res.Stderr != "done\n" {
-		t.Errorf("exit %d stdout %d bytes stderr %q note %q", res.ExitCode, len(res.Stdout), res.Stderr, res.Note)
-	}
+	forEachBackend(t, nil, func(t *testing.T, e *Engine) {
+		res := run(t, e, execapi.Request{Runtime: "bash", Limits: execapi.Limits{TimeoutMS: 30000},
+			Code: "head -c 1000000000 /dev/zero; echo done >&2"})
+		if res.ExitCode != 0 || len(res.Stdout) != 1<<20 || res.Stderr != "done\n" {
+			t.Errorf("exit %d stdout %d bytes stderr %q note %q", res.ExitCode, len(res.Stdout), res.Stderr, res.Note)
+		}
+	})
 }
 
 // Runs at the maximum timeout under full load all end at their timeout, and
 // nothing outlives them.
 func TestHostileMaxTimeoutUnderFullLoad(t *testing.T) {
-	e := newTestEngine(t, func(c *Config) { c.MaxConcurrent = 4 })
-	var wg sync.WaitGroup
-	start := time.Now()
-	for i := 0; i < 4; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			res := run(t, e, execapi.Request{Runtime: "python3.13", Limits: execapi.Limits{TimeoutMS: 30000},
-				Code: "import os, time\nif os.fork() == 0:\n    os.setsid()\n    while True: pass\nwhile True: time.sleep(1)"})
-			if res.ExitCode != execapi.ExitTimeout {
-				t.Errorf("run %d: exit %d", i, res.ExitCode)
-			}
-		}(i)
-	}
-	wg.Wait()
-	if d := time.Since(start); d > 60*time.Second {
-		t.Errorf("four 30 s runs took %s", d)
-	}
+	forEachBackend(t, func(c *Config) { c.MaxConcurrent = 4 }, func(t *testing.T, e *Engine) {
+		var wg sync.WaitGroup
+		start := time.Now()
+		for i := 0; i < 4; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				res := run(t, e, execapi.Request{Runtime: "python3.13", Limits: execapi.Limits{TimeoutMS: 30000},
+					Code: "import os, time\nif os.fork() == 0:\n    os.setsid()\n    while True: pass\nwhile True: time.sleep(1)"})
+				if res.ExitCode != execapi.ExitTimeout {
+					t.Errorf("run %d: exit %d", i, res.ExitCode)
+				}
+			}(i)
+		}
+		wg.Wait()
+		if d := time.Since(start); d > 60*time.Second {
+			t.Errorf("four 30 s runs took %s", d)
+		}
+	})
 }
 
 // Secrets passed in env never appear in errors or logs, whatever happens.

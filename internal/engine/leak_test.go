@@ -14,70 +14,72 @@ import (
 
 // 200 runs in a row (some concurrent, some failing) leave nothing behind.
 func TestTwoHundredRunsLeaveNothing(t *testing.T) {
-	e := newTestEngine(t, nil)
-	before := leakcheck.Take(leakOpts)
-	const runs, workers = 200, 4
-	var wg sync.WaitGroup
-	errs := make(chan error, runs)
-	jobs := make(chan int)
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range jobs {
-				code := fmt.Sprintf("echo run %d; (sleep 60 &); exit %d", i, i%3)
-				res, err := e.Exec(context.Background(), execapi.Request{Runtime: "bash", Code: code}, nil)
-				switch {
-				case err != nil:
-					errs <- fmt.Errorf("run %d: %w", i, err)
-				case res.Stdout != fmt.Sprintf("run %d\n", i) || res.ExitCode != i%3 || !res.StatePurged:
-					errs <- fmt.Errorf("run %d: exit %d stdout %q purged %v", i, res.ExitCode, res.Stdout, res.StatePurged)
+	forEachBackend(t, nil, func(t *testing.T, e *Engine) {
+		before := leakcheck.Take(leakOptsFor(e))
+		const runs, workers = 200, 4
+		var wg sync.WaitGroup
+		errs := make(chan error, runs)
+		jobs := make(chan int)
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range jobs {
+					code := fmt.Sprintf("echo run %d; (sleep 60 &); exit %d", i, i%3)
+					res, err := e.Exec(context.Background(), execapi.Request{Runtime: "bash", Code: code}, nil)
+					switch {
+					case err != nil:
+						errs <- fmt.Errorf("run %d: %w", i, err)
+					case res.Stdout != fmt.Sprintf("run %d\n", i) || res.ExitCode != i%3 || !res.StatePurged:
+						errs <- fmt.Errorf("run %d: exit %d stdout %q purged %v", i, res.ExitCode, res.Stdout, res.StatePurged)
+					}
 				}
-			}
-		}()
-	}
-	for i := range runs {
-		jobs <- i
-	}
-	close(jobs)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
-	if left := leakcheck.WaitClean(before, leakOpts, 5*time.Second); len(left) > 0 {
-		t.Errorf("left behind after %d runs:\n  %s", runs, strings.Join(left, "\n  "))
-	}
+			}()
+		}
+		for i := range runs {
+			jobs <- i
+		}
+		close(jobs)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		if left := leakcheck.WaitClean(before, leakOptsFor(e), 5*time.Second); len(left) > 0 {
+			t.Errorf("left behind after %d runs:\n  %s", runs, strings.Join(left, "\n  "))
+		}
+	})
 }
 
 // A cancelled context kills the sandbox at once and leaves nothing.
 func TestCancelKillsSandbox(t *testing.T) {
-	e := newTestEngine(t, nil)
-	before := leakcheck.Take(leakOpts)
-	ctx, cancel := context.WithCancel(context.Background())
-	started := make(chan struct{}, 1)
-	go func() {
-		<-started
-		time.Sleep(200 * time.Millisecond)
-		cancel()
-	}()
-	begin := time.Now()
-	_, err := e.Exec(ctx, execapi.Request{Runtime: "bash", Code: "echo hi; sleep 25", Limits: execapi.Limits{TimeoutMS: 30000}},
-		func(ev execapi.Event) {
-			if ev.Kind == execapi.EventStdout {
-				select {
-				case started <- struct{}{}:
-				default:
+	forEachBackend(t, nil, func(t *testing.T, e *Engine) {
+		before := leakcheck.Take(leakOptsFor(e))
+		ctx, cancel := context.WithCancel(context.Background())
+		started := make(chan struct{}, 1)
+		go func() {
+			<-started
+			time.Sleep(200 * time.Millisecond)
+			cancel()
+		}()
+		begin := time.Now()
+		_, err := e.Exec(ctx, execapi.Request{Runtime: "bash", Code: "echo hi; sleep 25", Limits: execapi.Limits{TimeoutMS: 30000}},
+			func(ev execapi.Event) {
+				if ev.Kind == execapi.EventStdout {
+					select {
+					case started <- struct{}{}:
+					default:
+					}
 				}
-			}
-		})
-	if err == nil {
-		t.Fatal("cancelled run returned no error")
-	}
-	if d := time.Since(begin); d > 10*time.Second {
-		t.Errorf("cancel took %s to take effect", d)
-	}
-	if left := leakcheck.WaitClean(before, leakOpts, 5*time.Second); len(left) > 0 {
-		t.Errorf("left behind after cancel:\n  %s", strings.Join(left, "\n  "))
-	}
+			})
+		if err == nil {
+			t.Fatal("cancelled run returned no error")
+		}
+		if d := time.Since(begin); d > 10*time.Second {
+			t.Errorf("cancel took %s to take effect", d)
+		}
+		if left := leakcheck.WaitClean(before, leakOptsFor(e), 5*time.Second); len(left) > 0 {
+			t.Errorf("left behind after cancel:\n  %s", strings.Join(left, "\n  "))
+		}
+	})
 }

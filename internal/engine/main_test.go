@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/scratchrun/scratchrun/internal/images"
 	"github.com/scratchrun/scratchrun/internal/leakcheck"
 	"github.com/scratchrun/scratchrun/internal/sandbox"
+	"github.com/scratchrun/scratchrun/internal/sandbox/gvisor"
 	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces"
 )
 
@@ -38,6 +40,7 @@ var (
 func TestMain(m *testing.M) {
 	namespaces.RunInitIfRequested()
 	suiteBefore = leakcheck.Take(leakOpts)
+	gvisorBefore = leakcheck.Take(gvisorLeakOpts)
 	code := m.Run()
 	if testNS != nil {
 		if err := testNS.Close(); err != nil {
@@ -46,6 +49,19 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.RemoveAll(testStateDir)
+	if gv := gvisorCase.backend; gv != nil {
+		if err := gv.(*countingBackend).Backend.(interface{ Close() error }).Close(); err != nil {
+			os.Stderr.WriteString("close gvisor backend: " + err.Error() + "\n")
+			code = 1
+		}
+		os.RemoveAll(gvisorStateDir)
+		if code == 0 {
+			if left := leakcheck.WaitClean(gvisorBefore, gvisorLeakOpts, 10*time.Second); len(left) > 0 {
+				os.Stderr.WriteString("leak check after the gVisor runs failed:\n  " + strings.Join(left, "\n  ") + "\n")
+				code = 1
+			}
+		}
+	}
 	if code == 0 {
 		if left := leakcheck.WaitClean(suiteBefore, leakOpts, 5*time.Second); len(left) > 0 {
 			os.Stderr.WriteString("leak check after the whole engine suite failed:\n  " + strings.Join(left, "\n  ") + "\n")
@@ -137,4 +153,84 @@ func hostSecretFile(t *testing.T) (path, secret string) {
 	}
 	t.Cleanup(func() { os.Remove(path) })
 	return path, secret
+}
+
+// The contract tests run over every isolation level: a table of backends,
+// each built once per test binary with its own state directory and cgroup
+// parent (so each leak check sees only its own sandboxes).
+var (
+	gvisorStateDir   = fmt.Sprintf("/run/scratchrun-test-%d-gvisor", os.Getpid())
+	gvisorCgroup     = fmt.Sprintf("scratchrun-test-%d-gvisor", os.Getpid())
+	gvisorLeakOpts   = leakcheck.Options{CgroupParent: gvisorCgroup, MountMarkers: []string{gvisorStateDir}}
+	gvisorBefore     leakcheck.Snapshot
+	gvisorCase       = &backendCase{name: "gvisor"}
+	namespacesCase   = &backendCase{name: "namespaces"}
+	backendsByEngine sync.Map // *Engine -> *backendCase
+)
+
+type backendCase struct {
+	name    string
+	once    sync.Once
+	backend sandbox.Backend
+	err     error
+}
+
+func (b *backendCase) open(t testing.TB) sandbox.Backend {
+	t.Helper()
+	b.once.Do(func() {
+		switch b.name {
+		case "namespaces":
+			newTestEngine(t, nil)
+			b.backend = testBackend
+		case "gvisor":
+			gv, err := gvisor.New(gvisor.Options{StateDir: gvisorStateDir, CgroupParent: gvisorCgroup})
+			if err != nil {
+				b.err = err
+				return
+			}
+			b.backend = &countingBackend{Backend: gv}
+		}
+	})
+	if b.err != nil {
+		t.Fatalf("%s backend: %v", b.name, b.err)
+	}
+	return b.backend
+}
+
+// forEachBackend runs test once per isolation level, each with an engine
+// over that backend (mutate adjusts the engine's configuration).
+func forEachBackend(t *testing.T, mutate func(*Config), test func(t *testing.T, e *Engine)) {
+	for _, bc := range []*backendCase{namespacesCase, gvisorCase} {
+		t.Run(bc.name, func(t *testing.T) {
+			backend := bc.open(t)
+			cfg := DefaultConfig()
+			if mutate != nil {
+				mutate(&cfg)
+			}
+			e, err := New(cfg, testStore, backend)
+			if err != nil {
+				t.Fatal(err)
+			}
+			backendsByEngine.Store(e, bc)
+			test(t, e)
+		})
+	}
+}
+
+// leakOptsFor is where e's sandboxes live, for leak checks.
+func leakOptsFor(e *Engine) leakcheck.Options {
+	if bc, ok := backendsByEngine.Load(e); ok && bc.(*backendCase).name == "gvisor" {
+		return gvisorLeakOpts
+	}
+	return leakOpts
+}
+
+// countingOf is e's counting backend.
+func countingOf(e *Engine) *countingBackend { return e.Backend().(*countingBackend) }
+
+// isGVisor reports whether e runs on gVisor (for the few expectations that
+// differ: gVisor's own syscall costs, mount sources).
+func isGVisor(e *Engine) bool {
+	bc, ok := backendsByEngine.Load(e)
+	return ok && bc.(*backendCase).name == "gvisor"
 }
