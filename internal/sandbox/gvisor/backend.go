@@ -14,6 +14,7 @@ import (
 
 	"github.com/scratchrun/scratchrun/internal/sandbox"
 	"github.com/scratchrun/scratchrun/internal/sandbox/cgroups"
+	"github.com/scratchrun/scratchrun/internal/sandbox/initbin"
 	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces/nsinit"
 	"github.com/scratchrun/scratchrun/internal/sandbox/seccomp"
 )
@@ -146,14 +147,14 @@ func New(opts Options) (*Backend, error) {
 	if !slices.Contains(b.initCaps, "CAP_SYS_ADMIN") {
 		b.initCaps = append(b.initCaps, "CAP_SYS_ADMIN")
 	}
-	if b.initPath, err = installInitBinary(opts.StateDir, opts.InitBinary); err != nil {
+	if b.initPath, err = installInit(opts.StateDir, opts.InitBinary); err != nil {
 		return nil, err
 	}
 	if b.dynamicInit = dynamicallyLinked(b.initPath); b.dynamicInit {
 		b.limitations = append(b.limitations,
 			"the sandbox init program is dynamically linked (scratchrun-init was not found next to the engine): inside gVisor it runs on each image's C library; install both binaries (go build -o DIR ./cmd/scratchrun ./cmd/scratchrun-init)")
 	}
-	if b.instance, err = instanceName(os.Getpid()); err != nil {
+	if b.instance, err = initbin.InstanceName(os.Getpid()); err != nil {
 		return nil, err
 	}
 	if b.cgroups, err = cgroups.New(opts.CgroupParent); err != nil {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/scratchrun/scratchrun/internal/sandbox/initbin"
 )
 
 // cgroupRoot is where cgroup hierarchies are mounted.
@@ -108,7 +110,7 @@ func (b *Backend) sweep() (int, error) {
 	removed := 0
 	var errs []error
 	for id := range ids {
-		if engineAlive(id) {
+		if initbin.EngineAlive(id) {
 			continue
 		}
 		if err := b.deleteContainer(id); err != nil {

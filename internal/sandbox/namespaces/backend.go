@@ -4,17 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
 
 	"github.com/scratchrun/scratchrun/internal/sandbox"
 	"github.com/scratchrun/scratchrun/internal/sandbox/cgroups"
+	"github.com/scratchrun/scratchrun/internal/sandbox/initbin"
 	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces/nsinit"
 	"github.com/scratchrun/scratchrun/internal/sandbox/seccomp"
 	"golang.org/x/sys/unix"
@@ -40,26 +39,6 @@ type Options struct {
 // started as one (see nsinit.RunIfRequested); binaries that create sandboxes
 // call it first thing in main or TestMain.
 func RunInitIfRequested() { nsinit.RunIfRequested() }
-
-// initBinarySource picks the init program; slow reports the fallback to the
-// running executable, whose every start runs all its packages' init work.
-func initBinarySource(configured string) (path string, slow bool) {
-	if configured != "" {
-		return configured, false
-	}
-	self, err := os.Executable()
-	if err == nil {
-		candidate := filepath.Join(filepath.Dir(self), "scratchrun-init")
-		if fi, err := os.Stat(candidate); err == nil && fi.Mode().IsRegular() {
-			return candidate, false
-		}
-		if filepath.Base(self) == "scratchrun" {
-			return self, true
-		}
-	}
-	// Test binaries and embedders act as init themselves, by design.
-	return "/proc/self/exe", false
-}
 
 // Backend creates namespace sandboxes.
 type Backend struct {
@@ -129,15 +108,15 @@ func New(opts Options) (*Backend, error) {
 			b.keepCaps = append(b.keepCaps, c)
 		}
 	}
-	source, slow := initBinarySource(opts.InitBinary)
+	source, slow := initbin.Source(opts.InitBinary)
 	if slow {
 		b.limitations = append(b.limitations, fmt.Sprintf(
 			"scratchrun-init was not found next to %s; sandboxes start from this binary instead, which is slower (install both: go build -o DIR ./cmd/scratchrun ./cmd/scratchrun-init)", source))
 	}
-	if b.initPath, err = installInitBinary(opts.StateDir, source); err != nil {
+	if b.initPath, err = initbin.Install(opts.StateDir, source); err != nil {
 		return nil, err
 	}
-	b.instance, err = instanceName(os.Getpid())
+	b.instance, err = initbin.InstanceName(os.Getpid())
 	if err != nil {
 		return nil, err
 	}
@@ -191,86 +170,14 @@ func checkUserNamespaces() error {
 	return nil
 }
 
-// installInitBinary copies the init program to dir, world-executable:
-// the sandbox's init runs as an unmapped-to-root uid that may not traverse the
-// directory the engine was started from (/root, a go test temp dir).
-func installInitBinary(dir, source string) (string, error) {
-	self, err := os.Open(source)
-	if err != nil {
-		return "", fmt.Errorf("open init program %s: %w", source, err)
-	}
-	defer self.Close()
-	st, err := self.Stat()
-	if err != nil {
-		return "", err
-	}
-	// Name by size and mtime so that concurrent engines from different builds
-	// never overwrite each other's copy.
-	target := filepath.Join(dir, fmt.Sprintf("init-%d-%d", st.Size(), st.ModTime().UnixNano()))
-	if existing, err := os.Stat(target); err == nil && existing.Size() == st.Size() {
-		return target, nil
-	}
-	tmp, err := os.CreateTemp(dir, ".init-*")
-	if err != nil {
-		return "", fmt.Errorf("copy init binary: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := io.Copy(tmp, self); err != nil {
-		tmp.Close()
-		return "", fmt.Errorf("copy init binary: %w", err)
-	}
-	if err := tmp.Chmod(0o755); err != nil {
-		tmp.Close()
-		return "", err
-	}
-	if err := tmp.Close(); err != nil {
-		return "", err
-	}
-	if err := os.Rename(tmp.Name(), target); err != nil {
-		return "", fmt.Errorf("install init binary: %w", err)
-	}
-	return target, nil
-}
-
-// instanceName identifies this engine process in cgroup names: its pid and
-// start time, so a later engine can tell a dead engine's groups from a live
-// one's.
-func instanceName(pid int) (string, error) {
-	start, err := processStartTime(pid)
-	if err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("e%d_%d", pid, start), nil
-}
-
-func processStartTime(pid int) (uint64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// The command name may contain spaces and parentheses: fields start after
-	// the last ')'.
-	s := string(data)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(fields) < 20 {
-		return 0, fmt.Errorf("short /proc/%d/stat", pid)
-	}
-	return strconv.ParseUint(fields[19], 10, 64)
-}
-
 // sweep removes the groups of engines that are no longer running.
 func (b *Backend) sweep() (int, error) {
 	removed := 0
 	var errs []error
 	for _, dir := range b.cgroups.Leftovers() {
 		name := filepath.Base(dir)
-		var pid int
-		var start uint64
-		if _, err := fmt.Sscanf(name, "e%d_%d_", &pid, &start); err != nil {
-			continue
-		}
-		if got, err := processStartTime(pid); err == nil && got == start {
-			continue // that engine is alive; its sandboxes are its own
+		if initbin.EngineAlive(name) {
+			continue // that engine is alive (or the group is not ours)
 		}
 		n, err := b.cgroups.SweepOne(name)
 		removed += n
