@@ -38,7 +38,9 @@ type Engine struct {
 	slots   chan struct{}
 	pool    *pool
 	log     *slog.Logger
-	hostEnv []string
+	// background tracks slot deletions still running after their call.
+	background sync.WaitGroup
+	hostEnv    []string
 }
 
 var _ execapi.Executor = (*Engine)(nil)
@@ -75,6 +77,7 @@ func New(cfg Config, store *images.Store, backend sandbox.Backend) (*Engine, err
 // finished.
 func (e *Engine) Close() error {
 	e.pool.close()
+	e.background.Wait()
 	var errs []error
 	if e.cfg.Network != nil {
 		errs = append(errs, e.cfg.Network.Close())
@@ -223,12 +226,26 @@ func (e *Engine) lease(ctx context.Context, rt images.Resolved, key poolKey, mem
 }
 
 // release destroys a leased sandbox and frees its slot.
+//
+// The sandbox's own teardown (every process, mount and cgroup) is verified
+// before this returns. Its network slot is detached by then too (no process
+// is left in it to use it), but deleting the veth pair waits for the kernel's
+// network stack to quiesce, tens of milliseconds, so it finishes in the
+// background; the slot's addresses are not reused until it has.
 func (e *Engine) release(l *leased) sandbox.Teardown {
 	t := l.sb.Destroy()
 	if !t.Purged {
 		e.log.Error("sandbox teardown incomplete", "sandbox", l.sb.ID(), "err", t.Err)
 	}
-	e.releaseSlot(l)
+	if l.slot != nil {
+		slot := l.slot
+		l.slot = nil
+		e.background.Add(1)
+		go func() {
+			defer e.background.Done()
+			e.releaseSlot(&leased{slot: slot})
+		}()
+	}
 	return t
 }
 
