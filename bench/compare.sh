@@ -56,7 +56,7 @@ bwrap_run() {
 }
 
 bundle="$(mktemp -d /tmp/scratchrun-runsc-bundle.XXXXXX)"
-trap 'rm -rf "$bundle" /run/scratchrun-runsc' EXIT
+trap 'umount /run/scratchrun-runsc/null-netns 2>/dev/null; rm -rf "$bundle" /run/scratchrun-runsc' EXIT
 runsc_run() {
   python3 - "$bundle/config.json" "$trixie" "$@" <<'PY'
 import json, sys
