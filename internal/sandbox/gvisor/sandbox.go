@@ -9,12 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/scratchrun/scratchrun/internal/sandbox"
 	"github.com/scratchrun/scratchrun/internal/sandbox/cgroups"
+	"github.com/scratchrun/scratchrun/internal/sandbox/initbin"
 	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces/nsinit"
 )
 
@@ -137,7 +137,7 @@ func (s *gvSandbox) start(ctx context.Context, cfg sandbox.Config, platform stri
 func (s *gvSandbox) startRunsc(platform string, cfg sandbox.Config) error {
 	b := s.backend
 	var files []*os.File // child ends, closed once runsc holds them
-	defer func() { _ = closeAll(files...) }()
+	defer func() { _ = initbin.CloseAll(files...) }()
 	pipe := func() (r, w *os.File, err error) {
 		r, w, err = os.Pipe()
 		if err == nil {
@@ -300,33 +300,12 @@ func (s *gvSandbox) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, 
 		return sandbox.Outcome{}, fmt.Errorf("sandbox %s is no longer running%s", s.id, s.diagnostics())
 	}
 	if s.group != nil && job.MemoryBytes > 0 {
-		if err := s.group.SetMemory(job.MemoryBytes + s.backend.overhead); err != nil {
-			if errors.Is(err, syscall.EBUSY) {
-				return sandbox.Outcome{}, fmt.Errorf("%w: %v", sandbox.ErrLimitBelowUsage, err)
-			}
+		if err := initbin.SetJobMemory(s.group.SetMemory, job.MemoryBytes+s.backend.overhead); err != nil {
 			return sandbox.Outcome{}, err
 		}
 	}
-	var drained sync.WaitGroup
-	drain := func(dst io.Writer, src *os.File) {
-		defer drained.Done()
-		if dst == nil {
-			dst = io.Discard
-		}
-		_, _ = io.Copy(dst, src)
-	}
-	drained.Add(2)
-	go drain(job.Stdout, s.stdout)
-	go drain(job.Stderr, s.stderr)
-
-	msg := nsinit.JobMessage{
-		Argv: job.Argv, Env: job.Env, Dir: job.Dir, ReturnFiles: job.ReturnFiles,
-		MaxReturnBytes: job.MaxReturnBytes, Timeout: job.Timeout,
-	}
-	for _, f := range job.Files {
-		msg.Files = append(msg.Files, nsinit.JobFile{Path: f.Path, Data: f.Data})
-	}
-	if err := json.NewEncoder(s.control).Encode(msg); err != nil {
+	drained := initbin.Drain(job, s.stdout, s.stderr)
+	if err := json.NewEncoder(s.control).Encode(initbin.JobMessage(job)); err != nil {
 		s.kill()
 		<-s.waitDone
 		return sandbox.Outcome{}, fmt.Errorf("send job to init: %w%s", err, s.diagnostics())
@@ -348,7 +327,7 @@ func (s *gvSandbox) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, 
 	// Init exits after its result; runsc then removes the container and
 	// exits, which closes the last copies of the output pipes.
 	s.waitExit(exitTimeout)
-	waitForDrain(&drained, drainTimeout)
+	initbin.WaitDrained(drained, drainTimeout)
 
 	out := sandbox.Outcome{Files: res.Files, Notes: res.Notes, Duration: res.Duration}
 	if s.group != nil && s.group.OOMKills() > 0 {
@@ -400,17 +379,6 @@ func (s *gvSandbox) initKilled() int {
 	return 0
 }
 
-func waitForDrain(wg *sync.WaitGroup, timeout time.Duration) bool {
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return true
-	case <-time.After(timeout):
-		return false
-	}
-}
-
 // Destroy implements sandbox.Sandbox. An unused sandbox is asked to end (its
 // init sees the control pipe close and exits, and runsc removes the
 // container); anything still running after that is killed, runsc's state is
@@ -460,20 +428,8 @@ func (s *gvSandbox) Destroy() sandbox.Teardown {
 
 // closeFiles closes the engine's ends of the sandbox's pipes.
 func (s *gvSandbox) closeFiles() {
-	_ = closeAll(s.control, s.status, s.stdout, s.stderr)
+	_ = initbin.CloseAll(s.control, s.status, s.stdout, s.stderr)
 	s.control, s.status, s.stdout, s.stderr = nil, nil, nil, nil
-}
-
-func closeAll(files ...*os.File) error {
-	var errs []error
-	for _, f := range files {
-		if f != nil {
-			if err := f.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
-				errs = append(errs, err)
-			}
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // MemoryUsage reports the memory the sandbox's cgroup uses now, the Sentry

@@ -14,6 +14,7 @@ import (
 
 	"github.com/scratchrun/scratchrun/internal/sandbox"
 	"github.com/scratchrun/scratchrun/internal/sandbox/cgroups"
+	"github.com/scratchrun/scratchrun/internal/sandbox/initbin"
 	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces/nsinit"
 )
 
@@ -72,11 +73,11 @@ func (s *nsSandbox) start(ctx context.Context, cfg sandbox.Config) error {
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
-		return errors.Join(err, closeAll(controlR, controlW, statusR, statusW))
+		return errors.Join(err, initbin.CloseAll(controlR, controlW, statusR, statusW))
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
-		return errors.Join(err, closeAll(controlR, controlW, statusR, statusW, outR, outW))
+		return errors.Join(err, initbin.CloseAll(controlR, controlW, statusR, statusW, outR, outW))
 	}
 	s.control, s.status, s.stdout, s.stderr = controlW, statusR, outR, errR
 
@@ -119,7 +120,7 @@ func (s *nsSandbox) start(ctx context.Context, cfg sandbox.Config) error {
 	s.waitDone = make(chan struct{})
 	startErr := startIn(s.cmd, cfg.Network)
 	// The child holds its own copies now (or failed to start).
-	_ = closeAll(controlR, statusW, outW, errW)
+	_ = initbin.CloseAll(controlR, statusW, outW, errW)
 	if startErr != nil {
 		close(s.waitDone)
 		s.cmd = nil
@@ -213,33 +214,12 @@ func (s *nsSandbox) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, 
 		return sandbox.Outcome{}, errors.New("job has no command")
 	}
 	if s.group != nil && job.MemoryBytes > 0 {
-		if err := s.group.SetMemory(job.MemoryBytes); err != nil {
-			if errors.Is(err, syscall.EBUSY) {
-				return sandbox.Outcome{}, fmt.Errorf("%w: %v", sandbox.ErrLimitBelowUsage, err)
-			}
+		if err := initbin.SetJobMemory(s.group.SetMemory, job.MemoryBytes); err != nil {
 			return sandbox.Outcome{}, err
 		}
 	}
-	var drained sync.WaitGroup
-	drain := func(dst io.Writer, src *os.File) {
-		defer drained.Done()
-		if dst == nil {
-			dst = io.Discard
-		}
-		_, _ = io.Copy(dst, src)
-	}
-	drained.Add(2)
-	go drain(job.Stdout, s.stdout)
-	go drain(job.Stderr, s.stderr)
-
-	msg := nsinit.JobMessage{
-		Argv: job.Argv, Env: job.Env, Dir: job.Dir, ReturnFiles: job.ReturnFiles,
-		MaxReturnBytes: job.MaxReturnBytes, Timeout: job.Timeout,
-	}
-	for _, f := range job.Files {
-		msg.Files = append(msg.Files, nsinit.JobFile{Path: f.Path, Data: f.Data})
-	}
-	if err := json.NewEncoder(s.control).Encode(msg); err != nil {
+	drained := initbin.Drain(job, s.stdout, s.stderr)
+	if err := json.NewEncoder(s.control).Encode(initbin.JobMessage(job)); err != nil {
 		s.kill()
 		return sandbox.Outcome{}, fmt.Errorf("send job to init: %w", err)
 	}
@@ -257,7 +237,7 @@ func (s *nsSandbox) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, 
 	engineTimedOut := errors.Is(decodeErr, errNoAnswer)
 	s.kill() // init is done (or broken); make sure everything is gone
 	<-s.waitDone
-	waitForDrain(&drained, drainTimeout)
+	initbin.WaitDrained(drained, drainTimeout)
 
 	out := sandbox.Outcome{Files: res.Files, Notes: res.Notes, Duration: res.Duration}
 	if s.group != nil && s.group.OOMKills() > 0 {
@@ -286,17 +266,6 @@ func (s *nsSandbox) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, 
 	return out, nil
 }
 
-func waitForDrain(wg *sync.WaitGroup, timeout time.Duration) bool {
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return true
-	case <-time.After(timeout):
-		return false
-	}
-}
-
 // Destroy implements sandbox.Sandbox.
 func (s *nsSandbox) Destroy() sandbox.Teardown {
 	var errs []error
@@ -304,7 +273,7 @@ func (s *nsSandbox) Destroy() sandbox.Teardown {
 		s.kill()
 		<-s.waitDone
 	}
-	_ = closeAll(s.control, s.status, s.stdout, s.stderr)
+	_ = initbin.CloseAll(s.control, s.status, s.stdout, s.stderr)
 	s.control, s.status, s.stdout, s.stderr = nil, nil, nil, nil
 	if s.group != nil {
 		if !s.group.KillAll() {
@@ -316,18 +285,6 @@ func (s *nsSandbox) Destroy() sandbox.Teardown {
 	}
 	err := errors.Join(errs...)
 	return sandbox.Teardown{Purged: err == nil, Err: err}
-}
-
-func closeAll(files ...*os.File) error {
-	var errs []error
-	for _, f := range files {
-		if f != nil {
-			if err := f.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
-				errs = append(errs, err)
-			}
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // MemoryUsage reports the memory the sandbox's cgroup uses now (0 when

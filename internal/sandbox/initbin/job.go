@@ -1,0 +1,80 @@
+package initbin
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/scratchrun/scratchrun/internal/sandbox"
+	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces/nsinit"
+)
+
+// SetJobMemory applies a job's memory limit through set (a cgroup's
+// SetMemory); a limit below what the sandbox already uses becomes
+// sandbox.ErrLimitBelowUsage, so the engine can fall back to a fresh sandbox.
+func SetJobMemory(set func(int64) error, bytes int64) error {
+	err := set(bytes)
+	if errors.Is(err, syscall.EBUSY) {
+		return fmt.Errorf("%w: %v", sandbox.ErrLimitBelowUsage, err)
+	}
+	return err
+}
+
+// Drain copies the sandbox's output pipes to the job's writers (discarding
+// when a writer is nil) until both pipes close; Wait it with WaitDrained.
+func Drain(job sandbox.Job, stdout, stderr *os.File) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	copyTo := func(dst io.Writer, src *os.File) {
+		defer wg.Done()
+		if dst == nil {
+			dst = io.Discard
+		}
+		_, _ = io.Copy(dst, src)
+	}
+	wg.Add(2)
+	go copyTo(job.Stdout, stdout)
+	go copyTo(job.Stderr, stderr)
+	return &wg
+}
+
+// WaitDrained waits for Drain to finish, at most timeout; it reports whether
+// it did.
+func WaitDrained(wg *sync.WaitGroup, timeout time.Duration) bool {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-time.After(timeout):
+		return false
+	}
+}
+
+// JobMessage is job as init receives it.
+func JobMessage(job sandbox.Job) nsinit.JobMessage {
+	msg := nsinit.JobMessage{
+		Argv: job.Argv, Env: job.Env, Dir: job.Dir, ReturnFiles: job.ReturnFiles,
+		MaxReturnBytes: job.MaxReturnBytes, Timeout: job.Timeout,
+	}
+	for _, f := range job.Files {
+		msg.Files = append(msg.Files, nsinit.JobFile{Path: f.Path, Data: f.Data})
+	}
+	return msg
+}
+
+// CloseAll closes every non-nil file, ignoring ones already closed.
+func CloseAll(files ...*os.File) error {
+	var errs []error
+	for _, f := range files {
+		if f != nil {
+			if err := f.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
