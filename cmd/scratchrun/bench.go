@@ -91,12 +91,12 @@ func cmdBench(args []string) int {
 		return 0
 	}
 	fmt.Printf("workload %s  n=%d  concurrency=%d  network=%s  pool=%v  interval=%s\n", r.Workload, r.N, r.Concurrency, r.Network, *pool, *interval)
-	fmt.Printf("%-8s %9s %9s %9s %12s\n", "", "p50 ms", "p95 ms", "p99 ms", "runs/s")
+	fmt.Printf("%-8s %9s %9s %9s %12s %12s\n", "", "p50 ms", "p95 ms", "p99 ms", "runs/s", "cpu ms/run")
 	for _, row := range []struct {
 		name string
 		s    bench.Stats
 	}{{"sandbox", r.Sandbox}, {"bare", r.Bare}} {
-		fmt.Printf("%-8s %9.1f %9.1f %9.1f %12.1f\n", row.name, row.s.P50, row.s.P95, row.s.P99, row.s.Throughput)
+		fmt.Printf("%-8s %9.1f %9.1f %9.1f %12.1f %12.1f\n", row.name, row.s.P50, row.s.P95, row.s.P99, row.s.Throughput, row.s.CPUPerRun)
 	}
 	fmt.Printf("ratio    p50 %.2fx   throughput %.2fx\n", r.RatioP50, r.RatioThroughput)
 	return 0

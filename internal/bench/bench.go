@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/scratchrun/scratchrun/internal/execapi"
 	"github.com/scratchrun/scratchrun/internal/images"
 )
@@ -67,6 +69,11 @@ type Stats struct {
 	P95        float64 `json:"p95_ms"`
 	P99        float64 `json:"p99_ms"`
 	Throughput float64 `json:"throughput_per_s"`
+	// CPUPerRun is the CPU time (user+system) this process and every
+	// process it waited for spent per run: for the sandbox side it includes
+	// building and tearing down sandboxes (also a warm pool's refills), so it
+	// explains throughput where latency cannot.
+	CPUPerRun float64 `json:"cpu_ms_per_run"`
 }
 
 // Report is the outcome of one benchmark run, in the JSON shape scripts read.
@@ -167,6 +174,7 @@ func measure(ctx context.Context, o Options, once func() error) (Stats, error) {
 	var mu sync.Mutex
 	var firstErr error
 	var wg sync.WaitGroup
+	cpuBefore := cpuTime()
 	start := time.Now()
 	for range o.Concurrency {
 		wg.Add(1)
@@ -199,6 +207,7 @@ func measure(ctx context.Context, o Options, once func() error) (Stats, error) {
 	}
 	wg.Wait()
 	wall := time.Since(start)
+	cpu := cpuTime() - cpuBefore
 	if o.Interval > 0 {
 		var busy time.Duration
 		for _, l := range lat {
@@ -218,5 +227,20 @@ func measure(ctx context.Context, o Options, once func() error) (Stats, error) {
 		i = max(0, min(i, len(lat)-1))
 		return float64(lat[i].Microseconds()) / 1000
 	}
-	return Stats{P50: pct(0.50), P95: pct(0.95), P99: pct(0.99), Throughput: float64(o.N) / wall.Seconds()}, nil
+	return Stats{P50: pct(0.50), P95: pct(0.95), P99: pct(0.99), Throughput: float64(o.N) / wall.Seconds(),
+		CPUPerRun: float64(cpu.Microseconds()) / 1000 / float64(o.N)}, nil
+}
+
+// cpuTime is the CPU time of this process and of all children it (or they,
+// transitively) waited for: sandbox inits reap what runs in them, and the
+// engine reaps its inits.
+func cpuTime() time.Duration {
+	var total time.Duration
+	for _, who := range []int{unix.RUSAGE_SELF, unix.RUSAGE_CHILDREN} {
+		var ru unix.Rusage
+		if unix.Getrusage(who, &ru) == nil {
+			total += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		}
+	}
+	return total
 }

@@ -80,6 +80,7 @@ func waitReady(t *testing.T, e *Engine, key string, n int) {
 // a fresh, unshared interpreter: its own hash seed and random state, and no
 // trace of the previous call.
 func TestWarmPythonIsFreshEveryCall(t *testing.T) {
+	newTestEngine(t, nil) // the test binary's cgroup parent exists before the snapshot
 	before := leakcheck.Take(leakOpts)
 	e, _ := newPooledEngine(t, PoolConfig{Floor: 1, Max: 1, Runtimes: []string{"python3.13"}, Networks: []string{"none"}, IdleAfter: time.Minute})
 	code := `import os, random, sys
@@ -144,6 +145,7 @@ func TestWarmNode(t *testing.T) {
 // with demand, refills, shrinks back to its floor when idle, and leaves
 // nothing at shutdown.
 func TestPoolNeverReusesGrowsAndShrinks(t *testing.T) {
+	newTestEngine(t, nil) // the test binary's cgroup parent exists before the snapshot
 	before := leakcheck.Take(leakOpts)
 	e, rec := newPooledEngine(t, PoolConfig{Floor: 1, Max: 3, Runtimes: []string{"bash"}, Networks: []string{"none"}, IdleAfter: 1500 * time.Millisecond})
 	waitReady(t, e, "bash/none", 1)
@@ -214,5 +216,38 @@ func TestWarmVariant(t *testing.T) {
 	}
 	if got := warmVariant(images.Runtime{}, "import numpy"); got != "" {
 		t.Errorf("runtime without warm start: %q", got)
+	}
+}
+
+// A warm Python interpreter runs a program exactly as a cold `python3 FILE`
+// does: same module globals, argv, tracebacks, syntax errors, exit codes,
+// pickling from __main__, source lookup and environment.
+func TestWarmPythonMatchesCold(t *testing.T) {
+	probes := map[string]string{
+		"globals": "import sys\nprint(sorted(globals()), __name__, __file__, __spec__, __cached__, type(__loader__).__name__)\n" +
+			"print(sys.argv, sys.orig_argv[1:], sys.path[0], __builtins__ is __import__('builtins'))",
+		"traceback":  "def f():\n    1/0\nf()\n",
+		"syntax":     "print(\n",
+		"exit":       "import sys\nprint('bye')\nsys.exit(3)",
+		"pickle":     "import pickle\nclass A: pass\nprint(type(pickle.loads(pickle.dumps(A()))).__module__)",
+		"source":     "import inspect\ndef g():\n    return 1\nprint(inspect.getsource(g), end='')",
+		"environ":    "import os\nprint(os.environ['K'], os.environ['U'], os.getcwd(), 'SCRATCHRUN_PRELOAD' in os.environ)",
+		"main-guard": "if __name__ == '__main__':\n    print('main')",
+		"stdin":      "import sys\nprint(repr(sys.stdin.read()))",
+	}
+	env := map[string]string{"K": "a=b", "U": "ü ∑"}
+	cold := newTestEngine(t, nil)
+	defer cold.Close()
+	warm, _ := newPooledEngine(t, PoolConfig{Floor: 1, Max: 1, Runtimes: []string{"python3.13"}, Networks: []string{"none"},
+		Variants: []string{variantLight}, IdleAfter: time.Minute})
+	defer warm.Close()
+	for name, code := range probes {
+		want := run(t, cold, execapi.Request{Runtime: "python3.13", Code: code, Env: env})
+		waitReady(t, warm, "python3.13/none/light", 1)
+		got := run(t, warm, execapi.Request{Runtime: "python3.13", Code: code, Env: env})
+		if got.ExitCode != want.ExitCode || got.Stdout != want.Stdout || got.Stderr != want.Stderr {
+			t.Errorf("%s: warm exit %d stdout %q stderr %q\ncold exit %d stdout %q stderr %q", name,
+				got.ExitCode, got.Stdout, got.Stderr, want.ExitCode, want.Stdout, want.Stderr)
+		}
 	}
 }

@@ -70,9 +70,9 @@ type Config struct {
 }
 
 // Prestart describes an interpreter a warm sandbox starts ahead of the job.
-// It reads one JSON line on its fd 3, {"argv": [...], "env": ["K=V", ...],
-// "dir": "..."}, and then runs argv's program file as if started with argv.
-// It must not run anything of a caller's before that line arrives.
+// It reads its fd 3 to end of file, gets the job in the form PrestartJob
+// writes, and then runs the program file as if started with the job's argv.
+// It must not run anything of a caller's before the job arrives.
 type Prestart struct {
 	Argv []string
 	Env  []string
@@ -150,4 +150,23 @@ type Teardown struct {
 	Purged bool
 	// Err says what was left, when Purged is false.
 	Err error
+}
+
+// PrestartJob encodes what a pre-started interpreter reads on its fd 3: the
+// working directory, the program file (the last element of argv) and the
+// environment, each ended by a NUL byte. Not JSON: parsing it must cost the
+// interpreter no import (Python's json module alone took 13 ms to import
+// here, a third of a bare `python3 -c 'print(1)'`). NUL cannot occur in any
+// of these (exec would refuse it too).
+func PrestartJob(argv, env []string, dir string) []byte {
+	var b []byte
+	b = append(append(b, dir...), 0)
+	if len(argv) > 0 {
+		b = append(b, argv[len(argv)-1]...)
+	}
+	b = append(b, 0)
+	for _, kv := range env {
+		b = append(append(b, kv...), 0)
+	}
+	return b
 }

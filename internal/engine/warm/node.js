@@ -1,10 +1,11 @@
 // ScratchRun warm start for Node.js. Started in a fresh sandbox before any
-// job exists; it waits on fd 3 for one JSON line naming the program, its
-// environment and working directory, and runs it as `node FILE` would. It
-// never runs anything before that line.
+// job exists; it reads the job from fd 3 to end of file (working directory,
+// program file, environment; each ended by NUL: see sandbox.PrestartJob) and
+// runs the program as `node FILE` would. It never runs anything of a
+// caller's before that.
 'use strict';
 const fs = require('fs');
-let line = '';
+const chunks = [];
 const buf = Buffer.alloc(65536);
 for (;;) {
   let n;
@@ -15,17 +16,15 @@ for (;;) {
     throw e;
   }
   if (n === 0) break;
-  line += buf.toString('utf8', 0, n);
-  if (line.includes('\n')) break;
+  chunks.push(Buffer.from(buf.subarray(0, n)));
 }
 fs.closeSync(3);
-const job = JSON.parse(line);
+const [dir, file, ...env] = Buffer.concat(chunks).toString('utf8').split('\0').slice(0, -1);
 for (const k of Object.keys(process.env)) delete process.env[k];
-for (const kv of job.env) {
+for (const kv of env) {
   const i = kv.indexOf('=');
   if (i > 0) process.env[kv.slice(0, i)] = kv.slice(i + 1);
 }
-process.chdir(job.dir);
-const file = job.argv[job.argv.length - 1];
+process.chdir(dir);
 process.argv = [process.argv[0], file];
 require('module').runMain();

@@ -1,8 +1,20 @@
 # ScratchRun warm start for Python. Started in a fresh sandbox before any job
-# exists; it imports the heavy, common libraries, then waits on fd 3 for one
-# JSON line naming the program, its environment and working directory, and
-# runs it as `python3 FILE` would. It never runs anything before that line.
-import json, os, sys
+# exists; it imports the heavy, common libraries (heavy variant only), then
+# reads the job from fd 3 to end of file (working directory, program file,
+# environment; each ended by NUL: see sandbox.PrestartJob) and runs the program
+# as `python3 FILE` would. It never runs anything of a caller's before that.
+#
+# It imports nothing beyond what the interpreter has loaded at start: json
+# and traceback alone cost two thirds of a bare `python3 -c 'print(1)'` on the
+# machine we measured, and every call would pay for them in CPU (runpy, worse,
+# on the call's latency). traceback is imported only when user code fails.
+import os, sys
+from _frozen_importlib_external import SourceFileLoader
+
+# Whether the interpreter gives __main__ an __annotations__ dict of its own
+# (versions differ); the fresh __main__ below must look the same.
+_MAIN_HAS_ANNOTATIONS = "__annotations__" in globals()
+
 
 def _preload():
     # SCRATCHRUN_PRELOAD names the modules of a "heavy" warm sandbox; a
@@ -25,26 +37,50 @@ def _preload():
         os.close(saved)
         os.close(null)
 
-_preload()
-with os.fdopen(3, "r") as _control:
-    _job = json.loads(_control.readline())
-os.environ.clear()
-os.environ.update(kv.split("=", 1) for kv in _job["env"] if "=" in kv)
-os.chdir(_job["dir"])
-_path = _job["argv"][-1]
-sys.argv = [_path]
-sys.path[0] = os.path.dirname(_path)
-del _preload, _control, _job
 
-import runpy, traceback
-try:
-    runpy.run_path(_path, run_name="__main__")
-except SystemExit:
-    raise
-except BaseException as _e:
-    # Show the traceback as `python3 FILE` would: from the user's file on.
-    _tb = _e.__traceback__
-    while _tb is not None and _tb.tb_frame.f_code.co_filename != _path:
-        _tb = _tb.tb_next
-    traceback.print_exception(type(_e), _e, _tb or _e.__traceback__)
-    sys.exit(1)
+def _main():
+    chunks = []
+    while True:
+        chunk = os.read(3, 1 << 16)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(3)
+    workdir, path, *env = [os.fsdecode(f) for f in b"".join(chunks).split(b"\0")[:-1]]
+    os.environ.clear()
+    os.environ.update(kv.split("=", 1) for kv in env if "=" in kv)
+    os.chdir(workdir)
+    sys.argv = [path]
+    sys.orig_argv = [sys.executable, path]
+    sys.path[0] = os.path.dirname(path)
+    # A fresh __main__ module, as the interpreter makes for `python3 FILE`
+    # (runpy.run_path would do the same at several times the cost, and
+    # would put its own frames in tracebacks).
+    main = type(sys)("__main__")
+    main.__file__ = path
+    main.__cached__ = None
+    main.__loader__ = SourceFileLoader("__main__", path)
+    main.__builtins__ = __builtins__
+    if _MAIN_HAS_ANNOTATIONS:
+        main.__annotations__ = {}
+    sys.modules["__main__"] = main
+    with open(path, "rb") as f:
+        source = f.read()
+    try:
+        exec(compile(source, path, "exec"), main.__dict__)
+    except SystemExit:
+        raise
+    except BaseException as e:
+        # Show the traceback as `python3 FILE` would: from the user's file
+        # on, and none at all for a syntax error (no frame of it ran).
+        tb = e.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename != path:
+            tb = tb.tb_next
+        import traceback
+        traceback.print_exception(type(e), e, tb)
+        sys.exit(1)
+
+
+_preload()
+del _preload
+_main()

@@ -1,11 +1,12 @@
 package nsinit
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"syscall"
+
+	"github.com/scratchrun/scratchrun/internal/sandbox"
 )
 
 // prestarted is an interpreter init started before the job arrived, waiting
@@ -53,11 +54,7 @@ func (p *prestarted) deliver(job JobMessage) (int, error) {
 	if got, err := syscall.Wait4(p.pid, &ws, syscall.WNOHANG, nil); got == p.pid || err != nil {
 		return 0, errors.New("the pre-started interpreter died before the job arrived")
 	}
-	line, err := json.Marshal(prestartJob{Argv: job.Argv, Env: job.Env, Dir: job.Dir})
-	if err != nil {
-		return 0, err
-	}
-	if _, err := p.control.Write(append(line, '\n')); err != nil {
+	if _, err := p.control.Write(sandbox.PrestartJob(job.Argv, job.Env, job.Dir)); err != nil {
 		_ = syscall.Kill(p.pid, syscall.SIGKILL)
 		_, _ = syscall.Wait4(p.pid, &ws, 0, nil)
 		return 0, fmt.Errorf("hand the job to the pre-started interpreter: %w", err)

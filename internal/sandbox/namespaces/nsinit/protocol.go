@@ -55,14 +55,6 @@ type PrestartSpec struct {
 	Dir  string   `json:"dir"`
 }
 
-// prestartJob is the one line a pre-started interpreter reads on its fd 3:
-// what it must run, with which environment, where.
-type prestartJob struct {
-	Argv []string `json:"argv"`
-	Env  []string `json:"env"`
-	Dir  string   `json:"dir"`
-}
-
 // ReadyMessage answers SetupMessage.
 type ReadyMessage struct {
 	Ready bool   `json:"ready"`
