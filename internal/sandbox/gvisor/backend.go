@@ -17,6 +17,7 @@ import (
 	"github.com/scratchrun/scratchrun/internal/sandbox/initbin"
 	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces/nsinit"
 	"github.com/scratchrun/scratchrun/internal/sandbox/seccomp"
+	"github.com/scratchrun/scratchrun/internal/sandbox/seccomp/bpfload"
 )
 
 // Platforms runsc can run on. KVM needs hardware virtualisation that works
@@ -76,7 +77,7 @@ type Backend struct {
 	seq         atomic.Uint64
 	overhead    int64
 	limitations []string
-	seccomp     []unix.SockFilter
+	seccomp     []byte // packed by bpfload.Encode
 	keepCaps    []uintptr
 	initCaps    []string
 }
@@ -130,9 +131,11 @@ func New(opts Options) (*Backend, error) {
 	if err := os.Chmod(opts.StateDir, 0o755); err != nil {
 		return nil, fmt.Errorf("chmod %s: %w", opts.StateDir, err)
 	}
-	if b.seccomp, err = seccomp.Program(); err != nil {
+	prog, err := seccomp.Program()
+	if err != nil {
 		return nil, err
 	}
+	b.seccomp = bpfload.Encode(prog)
 	for i, c := range seccomp.DefaultCapabilities {
 		// As in the namespaces backend, Docker's set without CAP_NET_RAW;
 		// also without CAP_MKNOD, which the Sentry (unlike a user namespace)

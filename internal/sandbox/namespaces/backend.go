@@ -16,6 +16,7 @@ import (
 	"github.com/scratchrun/scratchrun/internal/sandbox/initbin"
 	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces/nsinit"
 	"github.com/scratchrun/scratchrun/internal/sandbox/seccomp"
+	"github.com/scratchrun/scratchrun/internal/sandbox/seccomp/bpfload"
 	"golang.org/x/sys/unix"
 )
 
@@ -50,7 +51,7 @@ type Backend struct {
 	instance    string
 	seq         atomic.Uint64
 	limitations []string
-	seccomp     []unix.SockFilter
+	seccomp     []byte // packed by bpfload.Encode
 	keepCaps    []uintptr
 }
 
@@ -98,9 +99,11 @@ func New(opts Options) (*Backend, error) {
 		return nil, fmt.Errorf("create mount point %s: %w", b.mountDir, err)
 	}
 	var err error
-	if b.seccomp, err = seccomp.Program(); err != nil {
+	prog, err := seccomp.Program()
+	if err != nil {
 		return nil, err
 	}
+	b.seccomp = bpfload.Encode(prog)
 	for _, c := range seccomp.DefaultCapabilities {
 		// Docker keeps CAP_NET_RAW for ping; a sandbox has no use for raw or
 		// packet sockets, a classic route to spoofing and kernel bugs.

@@ -148,7 +148,11 @@ func lockDownGVisor(setup SetupMessage) error {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("set init non-dumpable: %w", err)
 	}
-	if err := bpfload.Install(setup.Seccomp); err != nil {
+	prog, err := bpfload.Decode(setup.Seccomp)
+	if err != nil {
+		return err
+	}
+	if err := bpfload.Install(prog); err != nil {
 		return fmt.Errorf("install seccomp filter: %w", err)
 	}
 	lockedDown = true

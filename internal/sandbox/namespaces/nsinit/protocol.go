@@ -2,8 +2,6 @@ package nsinit
 
 import (
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Arg0 is argv[0] of a re-executed binary that must act as sandbox init.
@@ -34,8 +32,9 @@ type SetupMessage struct {
 	// DNS are resolvers for /etc/resolv.conf (egress only).
 	DNS []string `json:"dns"`
 	// Seccomp is the compiled filter init installs before any user code
-	// (compiled once by the engine, so init carries no profile compiler).
-	Seccomp []unix.SockFilter `json:"seccomp"`
+	// (compiled once by the engine, so init carries no profile compiler),
+	// packed by bpfload.Encode.
+	Seccomp []byte `json:"seccomp"`
 	// KeepCapabilities are the capabilities user code keeps in its bounding
 	// set; every other one is dropped.
 	KeepCapabilities []uintptr `json:"keep_capabilities"`
