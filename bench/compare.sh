@@ -85,7 +85,9 @@ for w in python-print bash-echo node-print chart; do
   ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a/b}'; }
   rows+=("| $w | $bare | $mine ($(ratio "$mine" "$bare")×) | $(jq -r .sandbox.p50_ms <<<"$b2b") ($(jq -r '.ratio_p50' <<<"$b2b" | xargs printf '%.2f')×) | $egress ($(ratio "$egress" "$bare")×) | $bw ($(ratio "$bw" "$bare")×) | $rs ($(ratio "$rs" "$bare")×) |")
 done
-tput="$(scratchrun bench --workload python-print --n "$((n * 2))" --concurrency 4 --json)"
+tput="$(scratchrun bench --workload python-print --n "$((n * 5))" --concurrency 4 --json)"
+tput_cold="$(scratchrun bench --workload python-print --n "$((n * 5))" --concurrency 4 --pool=false --json)"
+idle="$(scratchrun bench --idle-memory --json)"
 
 {
   echo "# Benchmarks"
@@ -100,6 +102,24 @@ tput="$(scratchrun bench --workload python-print --n "$((n * 2))" --concurrency 
   echo
   echo "Machine load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
   echo
-  echo "python-print at concurrency 4, back to back: ScratchRun $(jq -r .sandbox.throughput_per_s <<<"$tput" | xargs printf '%.1f') runs/s, bare $(jq -r .bare.throughput_per_s <<<"$tput" | xargs printf '%.1f') runs/s ($(jq -r '.ratio_throughput' <<<"$tput" | xargs printf '%.2f')× of bare)."
+  echo "## Throughput: python-print at concurrency 4, back to back, $((n * 5)) runs"
+  echo
+  echo "Machine CPU is all busy CPU time on the machine during the run (/proc/stat) divided by runs: it includes building and tearing down sandboxes and the kernel's deferred namespace cleanup."
+  echo
+  echo "| | runs/s | × of bare | machine CPU ms per run |"
+  echo "|---|---|---|---|"
+  for pair in "warm pool:$tput" "no pool:$tput_cold"; do
+    label="${pair%%:*}"; j="${pair#*:}"
+    echo "| ScratchRun, $label | $(jq -r .sandbox.throughput_per_s <<<"$j" | xargs printf '%.1f') | $(jq -r .ratio_throughput <<<"$j" | xargs printf '%.2f') | $(jq -r .sandbox.cpu_ms_per_run <<<"$j" | xargs printf '%.1f') |"
+    echo "| bare (same run) | $(jq -r .bare.throughput_per_s <<<"$j" | xargs printf '%.1f') | 1 | $(jq -r .bare.cpu_ms_per_run <<<"$j" | xargs printf '%.1f') |"
+  done
+  echo
+  echo "## Memory of an idle warm sandbox"
+  echo
+  echo "\`scratchrun bench --idle-memory\`: cgroup memory of ready warm sandboxes (init, the pre-started interpreter, file systems, kernel objects), next to the same interpreter waiting bare (its anonymous memory). bash sandboxes have no pre-started interpreter: theirs is the sandbox's own cost."
+  echo
+  echo "| warm sandbox | MiB | interpreter bare, MiB |"
+  echo "|---|---|---|"
+  jq -r '.bare_interpreter_mib as $b | .pooled_mib | to_entries | sort_by(.key)[] | "| \(.key) | \(.value * 10 | round / 10) | \(if (.key | endswith("/light")) then ($b[(.key | split("/")[0])] // "-" | if type == "number" then (. * 10 | round / 10) else . end) else "-" end) |"' <<<"$idle"
 } > "$repo/BENCHMARKS.md"
 cat "$repo/BENCHMARKS.md"

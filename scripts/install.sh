@@ -23,7 +23,9 @@ fi
 export PATH="$PATH:/usr/local/go/bin"
 command -v go >/dev/null || { echo "install.sh: Go 1.26 is needed (https://go.dev/doc/install)" >&2; exit 1; }
 
-packages=(mmdebstrap ca-certificates nftables iproute2 curl)
+# gcc and libc6-dev build scratchrun-spawn, the small C helper that starts
+# sandboxes (internal/sandbox/namespaces/spawner/c/spawn.c).
+packages=(mmdebstrap ca-certificates nftables iproute2 curl gcc libc6-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -36,8 +38,9 @@ else
   step "Debian packages already installed: ${packages[*]}"
 fi
 
-step "building scratchrun and scratchrun-init into /usr/local/bin"
+step "building scratchrun, scratchrun-init and scratchrun-spawn into /usr/local/bin"
 (cd "$repo" && go build -trimpath -o /usr/local/bin/ ./cmd/scratchrun ./cmd/scratchrun-init)
+cc -O2 -o /usr/local/bin/scratchrun-spawn "$repo/internal/sandbox/namespaces/spawner/c/spawn.c"
 scratchrun version
 
 step "building runtime images (cached by recipe hash; the first build takes a few minutes)"

@@ -33,8 +33,14 @@ func cmdBench(args []string) int {
 	builders := fs.Int("builders", 1, "warm sandboxes built at once (the pool's CPU budget)")
 	interval := fs.Duration("interval", 0, "pause after each run, as an agent thinking between calls (lets the warm pool refill; not counted)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	idleMemory := fs.Bool("idle-memory", false, "instead of timing a workload, report the memory of idle warm sandboxes of every runtime next to each interpreter waiting bare")
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return flagExit(err)
+	}
+	if *idleMemory {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return benchIdleMemory(ctx, *asJSON)
 	}
 	w, ok := bench.Workloads[*workload]
 	if !ok {

@@ -97,6 +97,12 @@ func (e *Engine) WaitWarm(ctx context.Context, timeout time.Duration) bool {
 // PoolStats reports how many warm sandboxes are ready, per "runtime/network".
 func (e *Engine) PoolStats() map[string]int { return e.pool.stats() }
 
+// PoolMemory reports, per "runtime/network[/variant]", the average memory
+// a ready warm sandbox uses now (its cgroup's usage: init, the pre-started
+// interpreter, the sandbox's file systems and kernel objects). Empty when
+// the backend cannot tell.
+func (e *Engine) PoolMemory() map[string]int64 { return e.pool.memory() }
+
 // Capacity is how many sandboxes may run at once.
 func (e *Engine) Capacity() int { return cap(e.slots) }
 

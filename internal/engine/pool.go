@@ -389,17 +389,41 @@ func (p *pool) waitWarm(ctx context.Context, timeout time.Duration) bool {
 	}
 }
 
+// memory reports the average memory, measured now from their cgroups, of
+// the ready sandboxes of each key (keys with none ready are left out).
+func (p *pool) memory() map[string]int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string]int64{}
+	for k, st := range p.keys {
+		if len(st.ready) == 0 {
+			continue
+		}
+		var total int64
+		for _, r := range st.ready {
+			r.l.measure()
+			total += r.l.usage
+		}
+		out[k.name()] = total / int64(len(st.ready))
+	}
+	return out
+}
+
+// name is how stats and metrics show a key: runtime/network[/variant].
+func (k poolKey) name() string {
+	if k.variant == "" {
+		return k.runtime + "/" + k.network
+	}
+	return k.runtime + "/" + k.network + "/" + k.variant
+}
+
 // stats reports ready sandboxes per runtime (for metrics and tests).
 func (p *pool) stats() map[string]int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := map[string]int{}
 	for k, st := range p.keys {
-		name := k.runtime + "/" + k.network
-		if k.variant != "" {
-			name += "/" + k.variant
-		}
-		out[name] = len(st.ready)
+		out[k.name()] = len(st.ready)
 	}
 	return out
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/scratchrun/scratchrun/internal/sandbox/cgroups"
 	"github.com/scratchrun/scratchrun/internal/sandbox/initbin"
 	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces/nsinit"
+	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces/spawner"
 	"github.com/scratchrun/scratchrun/internal/sandbox/seccomp"
 	"github.com/scratchrun/scratchrun/internal/sandbox/seccomp/bpfload"
 	"golang.org/x/sys/unix"
@@ -30,6 +31,10 @@ type Options struct {
 	CgroupParent string
 	// Logger receives the backend's own diagnostics (never user data).
 	Logger *slog.Logger
+	// Spawner is the scratchrun-spawn helper that starts inits (see package
+	// spawner). Default: next to the running executable, else built from
+	// source into StateDir; "none" starts inits from Go (slower).
+	Spawner string
 	// InitBinary is the sandbox init program. Default: scratchrun-init next
 	// to the running executable, else the running executable itself (which
 	// must call RunInitIfRequested first thing).
@@ -52,7 +57,9 @@ type Backend struct {
 	seq         atomic.Uint64
 	limitations []string
 	seccomp     []byte // packed by bpfload.Encode
-	keepCaps    []uintptr
+	// spawner starts inits cheaply; nil: they start from Go.
+	spawner  *spawner.Spawner
+	keepCaps []uintptr
 }
 
 var _ sandbox.Backend = (*Backend)(nil)
@@ -119,6 +126,9 @@ func New(opts Options) (*Backend, error) {
 	if b.initPath, err = initbin.Install(opts.StateDir, source); err != nil {
 		return nil, err
 	}
+	if err := b.startSpawner(); err != nil {
+		opts.Logger.Warn("no spawner helper; sandboxes start from Go, more slowly", "err", err)
+	}
 	b.instance, err = initbin.InstanceName(os.Getpid())
 	if err != nil {
 		return nil, err
@@ -144,6 +154,9 @@ func New(opts Options) (*Backend, error) {
 // state directory was created for this backend alone (tests), nothing else is
 // touched. Sandboxes must all be destroyed first.
 func (b *Backend) Close() error {
+	if b.spawner != nil {
+		_ = b.spawner.Close()
+	}
 	if b.cgroups == nil {
 		return nil
 	}

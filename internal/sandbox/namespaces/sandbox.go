@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"sync"
 	"syscall"
 	"time"
 
@@ -35,17 +33,14 @@ type nsSandbox struct {
 	id      string
 	backend *Backend
 	group   *cgroups.Group
-	cmd     *exec.Cmd
+	init    initProcess
 
 	control        *os.File // engine's end: write
 	status         *os.File // engine's end: read
 	stdout, stderr *os.File // engine's ends: read
 	statusDec      *json.Decoder
 
-	ran      bool
-	waitOnce sync.Once
-	waitErr  error
-	waitDone chan struct{}
+	ran bool
 }
 
 func (s *nsSandbox) ID() string { return s.id }
@@ -81,60 +76,18 @@ func (s *nsSandbox) start(ctx context.Context, cfg sandbox.Config) error {
 	}
 	s.control, s.status, s.stdout, s.stderr = controlW, statusR, outR, errR
 
-	uids, gids, setgroups := b.idMappings(cfg.Image.UIDBase)
-	s.cmd = &exec.Cmd{
-		Path: b.initPath,
-		Args: []string{nsinit.Arg0},
-		// Init and user code start from nothing of the engine's environment:
-		// it may hold API keys. GODEBUG keeps init's Go runtime from opening
-		// the host's cgroup files to size itself; one P is all init needs
-		// (fewer threads to start, and fewer counted against pids.max).
-		Env:        []string{"GODEBUG=containermaxprocs=0,updatemaxprocs=0", "GOMAXPROCS=1"},
-		Stdout:     outW,
-		Stderr:     errW,
-		ExtraFiles: []*os.File{controlR, statusW},
-		SysProcAttr: &syscall.SysProcAttr{
-			Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | syscall.CLONE_NEWNS |
-				syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS,
-			UidMappings:                uids,
-			GidMappings:                gids,
-			GidMappingsEnableSetgroups: setgroups,
-			// Become the namespace's root: without this the child keeps the
-			// engine's host uid, unmapped inside, and loses every capability
-			// at execve.
-			Credential: &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: !setgroups},
-			// If the engine dies, the sandbox dies with it (killing pid 1 of a
-			// pid namespace kills every process in it).
-			Pdeathsig: syscall.SIGKILL,
-			// A session and process group of its own: otherwise init and user
-			// code would stay in the engine's process group, where kill(0, sig)
-			// from one sandbox reaches every other sandbox's init (they share
-			// a host uid), namespaces notwithstanding.
-			Setsid: true,
-		},
-	}
-	if cfg.Network != nil {
-		// Join the prepared namespace instead of making an empty one.
-		s.cmd.SysProcAttr.Cloneflags &^= syscall.CLONE_NEWNET
-	}
-	s.waitDone = make(chan struct{})
-	startErr := startIn(s.cmd, cfg.Network)
+	proc, startErr := b.startInit(ctx, initFiles{stdout: outW, stderr: errW, control: controlR, status: statusW}, cfg.Image.UIDBase, cfg.Network)
 	// The child holds its own copies now (or failed to start).
 	_ = initbin.CloseAll(controlR, statusW, outW, errW)
 	if startErr != nil {
-		close(s.waitDone)
-		s.cmd = nil
 		return fmt.Errorf("start init: %w", startErr)
 	}
-	go func() {
-		s.waitErr = s.cmd.Wait()
-		close(s.waitDone)
-	}()
+	s.init = proc
 	// Init blocks on the setup message until it is inside the cgroup, so
 	// nothing it does is charged elsewhere and the cgroup namespace it makes
 	// later is rooted here.
 	if s.group != nil {
-		if err := s.group.AddProcess(s.cmd.Process.Pid); err != nil {
+		if err := s.group.AddProcess(s.init.pid()); err != nil {
 			return err
 		}
 	}
@@ -199,8 +152,8 @@ var errNoAnswer = errors.New("no answer from init")
 // kill ends init with SIGKILL; the kernel then kills every process of the
 // sandbox's pid namespace.
 func (s *nsSandbox) kill() {
-	if s.cmd != nil && s.cmd.Process != nil {
-		_ = s.cmd.Process.Signal(syscall.SIGKILL)
+	if s.init != nil {
+		s.init.kill()
 	}
 }
 
@@ -236,7 +189,7 @@ func (s *nsSandbox) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, 
 	}
 	engineTimedOut := errors.Is(decodeErr, errNoAnswer)
 	s.kill() // init is done (or broken); make sure everything is gone
-	<-s.waitDone
+	s.init.wait()
 	initbin.WaitDrained(drained, drainTimeout)
 
 	out := sandbox.Outcome{Files: res.Files, Notes: res.Notes, Duration: res.Duration}
@@ -269,9 +222,9 @@ func (s *nsSandbox) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, 
 // Destroy implements sandbox.Sandbox.
 func (s *nsSandbox) Destroy() sandbox.Teardown {
 	var errs []error
-	if s.cmd != nil {
+	if s.init != nil {
 		s.kill()
-		<-s.waitDone
+		s.init.wait()
 	}
 	_ = initbin.CloseAll(s.control, s.status, s.stdout, s.stderr)
 	s.control, s.status, s.stdout, s.stderr = nil, nil, nil, nil

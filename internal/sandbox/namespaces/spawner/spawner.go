@@ -1,0 +1,311 @@
+// Package spawner starts sandbox init processes in new namespaces through
+// scratchrun-spawn, a small C helper (c/spawn.c) the engine keeps running: Go
+// itself can only create a user namespace by forking the engine's whole
+// address space, which cost several times more per sandbox than the helper's
+// fork (see c/spawn.c for the numbers).
+//
+// The helper is found next to the running executable (scripts/install.sh
+// builds it there), or built from the embedded source with the host's C
+// compiler into the backend's state directory, cached by source hash.
+// Without either, callers fall back to starting init from Go.
+package spawner
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+//go:embed c/spawn.c
+var source []byte
+
+// BinaryName is the helper's file name next to scratchrun.
+const BinaryName = "scratchrun-spawn"
+
+// protocolVersion must match PROTOCOL_VERSION in c/spawn.c.
+const protocolVersion = 1
+
+// Source returns the helper's C source (scripts/install.sh compiles the same
+// file).
+func Source() []byte { return source }
+
+// Find returns the helper to use: configured if set, else scratchrun-spawn
+// next to the running executable, else a build of the embedded source in
+// dir (made now if missing and a C compiler exists). It returns "" with the
+// reason when there is none.
+func Find(configured, dir string) (string, error) {
+	if configured != "" {
+		return configured, nil
+	}
+	if self, err := os.Executable(); err == nil {
+		candidate := filepath.Join(filepath.Dir(self), BinaryName)
+		if fi, err := os.Stat(candidate); err == nil && fi.Mode().IsRegular() {
+			return candidate, nil
+		}
+	}
+	sum := sha256.Sum256(source)
+	target := filepath.Join(dir, "spawn-"+hex.EncodeToString(sum[:6]))
+	if _, err := os.Stat(target); err == nil {
+		return target, nil
+	}
+	return Build(target)
+}
+
+// Build compiles the embedded source into target with the host's C compiler
+// (cc, else gcc).
+func Build(target string) (string, error) {
+	compiler := ""
+	for _, c := range []string{"cc", "gcc"} {
+		if p, err := exec.LookPath(c); err == nil {
+			compiler = p
+			break
+		}
+	}
+	if compiler == "" {
+		return "", errors.New("no C compiler (cc) to build " + BinaryName)
+	}
+	dir := filepath.Dir(target)
+	src, err := os.CreateTemp(dir, ".spawn-*.c")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(src.Name())
+	if _, err := src.Write(source); err != nil {
+		src.Close()
+		return "", err
+	}
+	src.Close()
+	tmp := target + ".tmp"
+	out, err := exec.Command(compiler, "-O2", "-o", tmp, src.Name()).CombinedOutput()
+	if err != nil {
+		os.Remove(tmp)
+		return "", fmt.Errorf("build %s: %v: %s", BinaryName, err, bytes.TrimSpace(out))
+	}
+	if err := os.Rename(tmp, target); err != nil {
+		return "", err
+	}
+	return target, nil
+}
+
+// Spawner is a running helper. It is safe for concurrent use; requests are
+// served one at a time.
+type Spawner struct {
+	mu   sync.Mutex
+	sock int // our end of the SOCK_SEQPACKET pair
+	cmd  *exec.Cmd
+	dead error
+}
+
+// Start runs the helper at path.
+func Start(path string) (*Spawner, error) {
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("spawner socket: %w", err)
+	}
+	theirs := os.NewFile(uintptr(pair[1]), "spawner")
+	defer theirs.Close()
+	cmd := &exec.Cmd{
+		Path:       path,
+		Args:       []string{BinaryName},
+		Env:        []string{},
+		ExtraFiles: []*os.File{theirs},
+		// Dies with the engine, and every sandbox with it.
+		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setsid: true},
+	}
+	// PR_SET_PDEATHSIG fires when the thread that started the helper exits,
+	// not the process: start it from a thread locked to a goroutine that
+	// lives as long as the helper, so no goroutine that exits while locked
+	// to its thread (they do, after setns) can take the helper down.
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := cmd.Start(); err != nil {
+			runtime.UnlockOSThread()
+			started <- err
+			return
+		}
+		started <- nil
+		_ = cmd.Wait()
+		// The helper is gone; let the runtime retire this thread.
+	}()
+	if err := <-started; err != nil {
+		unix.Close(pair[0])
+		return nil, fmt.Errorf("start %s: %w", path, err)
+	}
+	return &Spawner{sock: pair[0], cmd: cmd}, nil
+}
+
+// Close stops the helper. Processes it started are not affected.
+func (s *Spawner) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sock >= 0 {
+		unix.Close(s.sock) // EOF: the helper exits
+		s.sock = -1
+	}
+	s.dead = errors.New("spawner closed")
+	return nil
+}
+
+// Request describes one init process.
+type Request struct {
+	Path string
+	Argv []string
+	Env  []string
+	// CloneFlags are the CLONE_NEW* namespaces to create.
+	CloneFlags uintptr
+	// UIDMap and GIDMap are written to the child's uid_map and gid_map
+	// (with CLONE_NEWUSER); DenySetgroups writes "deny" to its setgroups
+	// first, as an unprivileged parent must.
+	UIDMap, GIDMap string
+	DenySetgroups  bool
+	// The child's fds 1, 2, 3 and 4; fd 0 is /dev/null.
+	Stdout, Stderr, FD3, FD4 *os.File
+	// JoinNetNS makes the child be born in the network namespace NetNSFD
+	// (CloneFlags must not include CLONE_NEWNET then).
+	JoinNetNS bool
+	NetNSFD   int
+}
+
+// Process is a spawned init, known by its pidfd (it is not our child: the
+// helper's kernel-reaped child; the pidfd cannot name a recycled pid).
+type Process struct {
+	Pid      int
+	mu       sync.Mutex
+	pidfd    int // -1 once Wait closed it
+	waitOnce sync.Once
+}
+
+// request mirrors struct request in c/spawn.c.
+type request struct {
+	Version       uint32
+	WantNetNS     uint32
+	CloneFlags    uint64
+	DenySetgroups uint32
+	Argc, Envc    uint32
+	StringsLen    uint32
+}
+
+// reply mirrors struct reply in c/spawn.c.
+type reply struct {
+	Pid  int32
+	Err  int32
+	Step [64]byte
+}
+
+// Spawn starts one init and returns once it has executed (or failed to).
+func (s *Spawner) Spawn(ctx context.Context, r Request) (*Process, error) {
+	var strs bytes.Buffer
+	for _, v := range append([]string{r.Path, r.UIDMap, r.GIDMap}, append(append([]string{}, r.Argv...), r.Env...)...) {
+		if bytes.IndexByte([]byte(v), 0) >= 0 {
+			return nil, errors.New("spawner: NUL in an argument")
+		}
+		strs.WriteString(v)
+		strs.WriteByte(0)
+	}
+	req := request{Version: protocolVersion, CloneFlags: uint64(r.CloneFlags), Argc: uint32(len(r.Argv)),
+		Envc: uint32(len(r.Env)), StringsLen: uint32(strs.Len())}
+	if r.DenySetgroups {
+		req.DenySetgroups = 1
+	}
+	fds := []int{int(r.Stdout.Fd()), int(r.Stderr.Fd()), int(r.FD3.Fd()), int(r.FD4.Fd())}
+	if r.JoinNetNS {
+		req.WantNetNS = 1
+		fds = append(fds, r.NetNSFD)
+	}
+	var msg bytes.Buffer
+	_ = binary.Write(&msg, binary.NativeEndian, req)
+	if msg.Len() != 32 {
+		return nil, fmt.Errorf("spawner: request header is %d bytes, want 32", msg.Len())
+	}
+	msg.Write(strs.Bytes())
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dead != nil {
+		return nil, s.dead
+	}
+	if err := unix.Sendmsg(s.sock, msg.Bytes(), unix.UnixRights(fds...), nil, 0); err != nil {
+		s.dead = fmt.Errorf("spawner gone: %w", err)
+		return nil, s.dead
+	}
+	// The message holds its own copies of the descriptors now.
+	runtime.KeepAlive(&r)
+	buf := make([]byte, unsafe.Sizeof(reply{}))
+	oob := make([]byte, unix.CmsgSpace(4))
+	n, oobn, _, _, err := unix.Recvmsg(s.sock, buf, oob, unix.MSG_CMSG_CLOEXEC)
+	if err != nil || n == 0 {
+		s.dead = fmt.Errorf("spawner gone: %v", err)
+		return nil, s.dead
+	}
+	var rep reply
+	if err := binary.Read(bytes.NewReader(buf[:n]), binary.NativeEndian, &rep); err != nil {
+		return nil, fmt.Errorf("spawner: short reply: %w", err)
+	}
+	pidfd := -1
+	if oobn > 0 {
+		if cmsgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
+			for _, c := range cmsgs {
+				if got, err := unix.ParseUnixRights(&c); err == nil {
+					for _, fd := range got {
+						if pidfd < 0 {
+							pidfd = fd
+						} else {
+							unix.Close(fd)
+						}
+					}
+				}
+			}
+		}
+	}
+	if rep.Err != 0 || rep.Pid <= 0 || pidfd < 0 {
+		if pidfd >= 0 {
+			unix.Close(pidfd)
+		}
+		step := string(bytes.TrimRight(rep.Step[:], "\x00"))
+		return nil, fmt.Errorf("spawn %s: %s: %w", r.Path, step, syscall.Errno(rep.Err))
+	}
+	return &Process{Pid: int(rep.Pid), pidfd: pidfd}, nil
+}
+
+// Kill sends SIGKILL through the pidfd: never to a recycled pid, and
+// never through a descriptor number reused after Wait closed the pidfd.
+func (p *Process) Kill() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pidfd < 0 {
+		return os.ErrProcessDone
+	}
+	return unix.PidfdSendSignal(p.pidfd, unix.SIGKILL, nil, 0)
+}
+
+// Wait blocks until the process has exited, then closes the pidfd. It may
+// be called more than once, also concurrently.
+func (p *Process) Wait() {
+	p.waitOnce.Do(func() {
+		fds := []unix.PollFd{{Fd: int32(p.pidfd), Events: unix.POLLIN}}
+		for {
+			if _, err := unix.Poll(fds, -1); err != unix.EINTR {
+				break
+			}
+		}
+		p.mu.Lock()
+		unix.Close(p.pidfd)
+		p.pidfd = -1
+		p.mu.Unlock()
+	})
+}
