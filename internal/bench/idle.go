@@ -79,3 +79,61 @@ func rssAnon(pid int) (int64, error) {
 	}
 	return 0, fmt.Errorf("no RssAnon for pid %d", pid)
 }
+
+// InitMemory returns the average anonymous memory of the sandbox inits
+// started by the engine in process enginePid (directly, or through its
+// spawner helper), and how many there are. An init's cgroup is charged only
+// for what init allocates after joining it, so its start-up allocations
+// show here and not in the cgroup's usage.
+func InitMemory(enginePid int) (avg int64, n int, err error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, 0, err
+	}
+	parents := map[int]bool{enginePid: true}
+	type proc struct{ pid, ppid int }
+	var inits []proc
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...; comm may hold spaces, so cut at ") ".
+		s := string(data)
+		open, end := strings.IndexByte(s, '('), strings.LastIndex(s, ") ")
+		if open < 0 || end < open {
+			continue
+		}
+		comm, rest := s[open+1:end], strings.Fields(s[end+2:])
+		if len(rest) < 2 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(rest[1])
+		switch {
+		case strings.HasPrefix(comm, "scratchrun-spaw") && ppid == enginePid:
+			parents[pid] = true
+		case strings.HasPrefix(comm, "init-"):
+			inits = append(inits, proc{pid, ppid})
+		}
+	}
+	var total int64
+	for _, p := range inits {
+		if !parents[p.ppid] {
+			continue
+		}
+		anon, err := rssAnon(p.pid)
+		if err != nil {
+			continue
+		}
+		total += anon
+		n++
+	}
+	if n == 0 {
+		return 0, 0, nil
+	}
+	return total / int64(n), n, nil
+}

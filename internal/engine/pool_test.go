@@ -219,35 +219,54 @@ func TestWarmVariant(t *testing.T) {
 	}
 }
 
-// A warm Python interpreter runs a program exactly as a cold `python3 FILE`
-// does: same module globals, argv, tracebacks, syntax errors, exit codes,
-// pickling from __main__, source lookup and environment.
+// A warm Python interpreter, light or heavy, runs a program exactly as a
+// cold `python3 FILE` does: same module globals, argv, tracebacks, syntax
+// errors, exit codes and messages, pickling from __main__, source lookup,
+// environment, and the same end: atexit callbacks, non-daemon threads,
+// __del__ of globals and files left open (the heavy variant exits without
+// tearing its preloaded modules down).
 func TestWarmPythonMatchesCold(t *testing.T) {
 	probes := map[string]string{
-		"globals": "import sys\nprint(sorted(globals()), __name__, __file__, __spec__, __cached__, type(__loader__).__name__)\n" +
+		"globals": "import sys\nprint(sorted(k for k in globals() if k != 'numpy'), __name__, __file__, __spec__, __cached__, type(__loader__).__name__)\n" +
 			"print(sys.argv, sys.orig_argv[1:], sys.path[0], __builtins__ is __import__('builtins'))",
-		"traceback":  "def f():\n    1/0\nf()\n",
-		"syntax":     "print(\n",
-		"exit":       "import sys\nprint('bye')\nsys.exit(3)",
-		"pickle":     "import pickle\nclass A: pass\nprint(type(pickle.loads(pickle.dumps(A()))).__module__)",
-		"source":     "import inspect\ndef g():\n    return 1\nprint(inspect.getsource(g), end='')",
-		"environ":    "import os\nprint(os.environ['K'], os.environ['U'], os.getcwd(), 'SCRATCHRUN_PRELOAD' in os.environ)",
-		"main-guard": "if __name__ == '__main__':\n    print('main')",
-		"stdin":      "import sys\nprint(repr(sys.stdin.read()))",
+		"traceback":    "def f():\n    1/0\nf()\n",
+		"syntax":       "print(\n",
+		"exit":         "import sys\nprint('bye')\nsys.exit(3)",
+		"exit-message": "import sys\nsys.exit('oops')",
+		"exit-none":    "raise SystemExit",
+		"exit-big":     "import sys\nsys.exit(256 + 7)",
+		"pickle":       "import pickle\nclass A: pass\nprint(type(pickle.loads(pickle.dumps(A()))).__module__)",
+		"source":       "import inspect\ndef g():\n    return 1\nprint(inspect.getsource(g), end='')",
+		"environ":      "import os\nprint(os.environ['K'], os.environ['U'], os.getcwd(), 'SCRATCHRUN_PRELOAD' in os.environ)",
+		"main-guard":   "if __name__ == '__main__':\n    print('main')",
+		"stdin":        "import sys\nprint(repr(sys.stdin.read()))",
+		"atexit":       "import atexit\natexit.register(print, 'at exit')\nprint('body')",
+		"atexit-error": "import atexit\natexit.register(print, 'cleanup')\nraise ValueError('x')",
+		"thread":       "import threading, time\nthreading.Thread(target=lambda: (time.sleep(0.2), print('late'))).start()\nprint('main done')",
+		"del":          "class A:\n    def __del__(self):\n        print('deleted')\na = A()\nprint('body')",
+		"no-newline":   "import sys\nsys.stdout.write('no newline')",
+		"unclosed":     "f = open('/tmp/out.txt', 'w')\nf.write('written but never closed')\nprint('body')",
+		"c-stdio":      "import ctypes\nctypes.CDLL(None).printf(b'from C stdio\\n')\nprint('python', flush=True)",
+		"excepthook":   "import sys\nsys.excepthook = lambda t, v, tb: print('hook', t.__name__)\nraise KeyError(1)",
 	}
 	env := map[string]string{"K": "a=b", "U": "ü ∑"}
 	cold := newTestEngine(t, nil)
 	defer cold.Close()
-	warm, _ := newPooledEngine(t, PoolConfig{Floor: 1, Max: 1, Runtimes: []string{"python3.13"}, Networks: []string{"none"},
-		Variants: []string{variantLight}, IdleAfter: time.Minute})
+	warm, _ := newPooledEngine(t, PoolConfig{Floor: 1, Max: 1, Runtimes: []string{"python3.13"}, Networks: []string{"none"}, IdleAfter: time.Minute})
 	defer warm.Close()
-	for name, code := range probes {
-		want := run(t, cold, execapi.Request{Runtime: "python3.13", Code: code, Env: env})
-		waitReady(t, warm, "python3.13/none/light", 1)
-		got := run(t, warm, execapi.Request{Runtime: "python3.13", Code: code, Env: env})
-		if got.ExitCode != want.ExitCode || got.Stdout != want.Stdout || got.Stderr != want.Stderr {
-			t.Errorf("%s: warm exit %d stdout %q stderr %q\ncold exit %d stdout %q stderr %q", name,
-				got.ExitCode, got.Stdout, got.Stderr, want.ExitCode, want.Stdout, want.Stderr)
+	for _, variant := range []string{variantLight, variantHeavy} {
+		for name, code := range probes {
+			if variant == variantHeavy {
+				code = "import numpy\n" + code
+			}
+			req := execapi.Request{Runtime: "python3.13", Code: code, Env: env, ReturnFiles: []string{"/tmp/out.txt"}}
+			want := run(t, cold, req)
+			waitReady(t, warm, "python3.13/none/"+variant, 1)
+			got := run(t, warm, req)
+			if got.ExitCode != want.ExitCode || got.Stdout != want.Stdout || got.Stderr != want.Stderr || got.Files["/tmp/out.txt"] != want.Files["/tmp/out.txt"] {
+				t.Errorf("%s/%s: warm exit %d stdout %q stderr %q files %v\ncold exit %d stdout %q stderr %q files %v", variant, name,
+					got.ExitCode, got.Stdout, got.Stderr, got.Files, want.ExitCode, want.Stdout, want.Stderr, want.Files)
+			}
 		}
 	}
 }

@@ -250,6 +250,21 @@ func (g *Group) SetMemory(bytes int64) error {
 	return write(dir, "memory.memsw.limit_in_bytes", v)
 }
 
+// ProcsFiles are the group's cgroup.procs files (one per hierarchy on v1):
+// writing a pid to each moves that process into the group.
+func (g *Group) ProcsFiles() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, dir := range g.dirs {
+		if !seen[dir] {
+			seen[dir] = true
+			out = append(out, filepath.Join(dir, "cgroup.procs"))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // AddProcess moves pid (all its threads) into the group.
 func (g *Group) AddProcess(pid int) error {
 	seen := map[string]bool{}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -58,8 +59,9 @@ type Backend struct {
 	limitations []string
 	seccomp     []byte // packed by bpfload.Encode
 	// spawner starts inits cheaply; nil: they start from Go.
-	spawner  *spawner.Spawner
-	keepCaps []uintptr
+	spawner     *spawner.Spawner
+	spawnerLost sync.Once // logs the switch to Go once
+	keepCaps    []uintptr
 }
 
 var _ sandbox.Backend = (*Backend)(nil)

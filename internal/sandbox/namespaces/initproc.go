@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/scratchrun/scratchrun/internal/sandbox"
+	"github.com/scratchrun/scratchrun/internal/sandbox/cgroups"
 	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces/nsinit"
 	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces/spawner"
 )
@@ -52,16 +53,17 @@ func (b *Backend) startSpawner() error {
 	return err
 }
 
-// startInit starts init in new namespaces: through the spawner helper when
-// the backend has one, else from Go (slower: see package spawner).
-func (b *Backend) startInit(ctx context.Context, files initFiles, uidBase uint32, network *sandbox.Network) (initProcess, error) {
+// startInit starts init in new namespaces and in group (when not nil):
+// through the spawner helper when the backend has a live one, else from Go
+// (slower: see package spawner).
+func (b *Backend) startInit(ctx context.Context, files initFiles, uidBase uint32, network *sandbox.Network, group *cgroups.Group) (initProcess, error) {
 	uids, gids, setgroups := b.idMappings(uidBase)
 	flags := uintptr(sandboxNamespaces)
 	if network != nil {
 		// Join the prepared namespace instead of making an empty one.
 		flags &^= syscall.CLONE_NEWNET
 	}
-	if b.spawner != nil {
+	if b.spawner != nil && !b.spawner.Dead() {
 		req := spawner.Request{
 			Path: b.initPath, Argv: []string{nsinit.Arg0}, Env: initEnv, CloneFlags: flags,
 			UIDMap: idMapText(uids), GIDMap: idMapText(gids), DenySetgroups: !setgroups,
@@ -70,11 +72,21 @@ func (b *Backend) startInit(ctx context.Context, files initFiles, uidBase uint32
 		if network != nil {
 			req.JoinNetNS, req.NetNSFD = true, network.NetNSFD
 		}
+		if group != nil {
+			// Joined by the helper before init runs: init is not our child,
+			// so once it died its pid could name another process.
+			req.CgroupProcs = group.ProcsFiles()
+		}
 		p, err := b.spawner.Spawn(ctx, req)
-		if err != nil {
+		if err == nil {
+			return &spawnedInit{p: p}, nil
+		}
+		if !errors.Is(err, spawner.ErrDead) {
 			return nil, err
 		}
-		return &spawnedInit{p: p}, nil
+		b.spawnerLost.Do(func() {
+			b.opts.Logger.Error("the spawner helper is gone; sandboxes start from Go from now on, more slowly", "err", err)
+		})
 	}
 	cmd := &exec.Cmd{
 		Path:       b.initPath,
@@ -110,6 +122,15 @@ func (b *Backend) startInit(ctx context.Context, files initFiles, uidBase uint32
 		_ = cmd.Wait()
 		close(c.done)
 	}()
+	// Init waits for its setup message, sent only after this, before it
+	// does anything; our child, its pid stays its own until we reap it.
+	if group != nil {
+		if err := group.AddProcess(cmd.Process.Pid); err != nil {
+			c.kill()
+			c.wait()
+			return nil, err
+		}
+	}
 	return c, nil
 }
 

@@ -76,21 +76,16 @@ func (s *nsSandbox) start(ctx context.Context, cfg sandbox.Config) error {
 	}
 	s.control, s.status, s.stdout, s.stderr = controlW, statusR, outR, errR
 
-	proc, startErr := b.startInit(ctx, initFiles{stdout: outW, stderr: errW, control: controlR, status: statusW}, cfg.Image.UIDBase, cfg.Network)
+	proc, startErr := b.startInit(ctx, initFiles{stdout: outW, stderr: errW, control: controlR, status: statusW}, cfg.Image.UIDBase, cfg.Network, s.group)
 	// The child holds its own copies now (or failed to start).
 	_ = initbin.CloseAll(controlR, statusW, outW, errW)
 	if startErr != nil {
 		return fmt.Errorf("start init: %w", startErr)
 	}
-	s.init = proc
-	// Init blocks on the setup message until it is inside the cgroup, so
+	// startInit put init in the cgroup before it could do anything, so
 	// nothing it does is charged elsewhere and the cgroup namespace it makes
 	// later is rooted here.
-	if s.group != nil {
-		if err := s.group.AddProcess(s.init.pid()); err != nil {
-			return err
-		}
-	}
+	s.init = proc
 	setup := nsinit.SetupMessage{
 		RootFS:        cfg.Image.RootFS,
 		MountDir:      b.mountDir,

@@ -23,8 +23,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -37,7 +39,15 @@ var source []byte
 const BinaryName = "scratchrun-spawn"
 
 // protocolVersion must match PROTOCOL_VERSION in c/spawn.c.
-const protocolVersion = 1
+const protocolVersion = 2
+
+// replyTimeout bounds a spawn: the helper answers once the child has
+// executed init, a few milliseconds normally.
+const replyTimeout = 30 * time.Second
+
+// ErrDead means the helper is gone or stuck; callers should start processes
+// another way from now on.
+var ErrDead = errors.New("spawner helper gone")
 
 // Source returns the helper's C source (scripts/install.sh compiles the same
 // file).
@@ -89,10 +99,11 @@ func Build(target string) (string, error) {
 		return "", err
 	}
 	src.Close()
-	tmp := target + ".tmp"
+	// A name of its own: two engines may build at once.
+	tmp := strings.TrimSuffix(src.Name(), ".c")
+	defer os.Remove(tmp)
 	out, err := exec.Command(compiler, "-O2", "-o", tmp, src.Name()).CombinedOutput()
 	if err != nil {
-		os.Remove(tmp)
 		return "", fmt.Errorf("build %s: %v: %s", BinaryName, err, bytes.TrimSpace(out))
 	}
 	if err := os.Rename(tmp, target); err != nil {
@@ -107,7 +118,7 @@ type Spawner struct {
 	mu   sync.Mutex
 	sock int // our end of the SOCK_SEQPACKET pair
 	cmd  *exec.Cmd
-	dead error
+	dead error // wraps ErrDead once the helper is gone
 }
 
 // Start runs the helper at path.
@@ -146,19 +157,43 @@ func Start(path string) (*Spawner, error) {
 		unix.Close(pair[0])
 		return nil, fmt.Errorf("start %s: %w", path, err)
 	}
-	return &Spawner{sock: pair[0], cmd: cmd}, nil
+	s := &Spawner{sock: pair[0], cmd: cmd}
+	tv := unix.NsecToTimeval(replyTimeout.Nanoseconds())
+	if err := unix.SetsockoptTimeval(s.sock, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("spawner socket: %w", err)
+	}
+	// A helper of another build (an old one next to the binary) would
+	// misread every request: check its protocol first.
+	hello := make([]byte, 4)
+	if n, err := unix.Read(s.sock, hello); err != nil || n != 4 || binary.NativeEndian.Uint32(hello) != protocolVersion {
+		s.Close()
+		return nil, fmt.Errorf("%s speaks another protocol than this engine (want version %d; rebuild it: scripts/install.sh)", path, protocolVersion)
+	}
+	return s, nil
 }
 
-// Close stops the helper. Processes it started are not affected.
+// Close stops the helper; every process it started and that is still alive
+// dies with it (their parent-death signal). Call it after the last sandbox
+// is destroyed. It does not wait for a spawn in progress to answer.
 func (s *Spawner) Close() error {
+	_ = unix.Shutdown(s.sock, unix.SHUT_RDWR) // wakes a Spawn blocked on a reply
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.sock >= 0 {
 		unix.Close(s.sock) // EOF: the helper exits
 		s.sock = -1
 	}
-	s.dead = errors.New("spawner closed")
+	s.dead = fmt.Errorf("%w: closed", ErrDead)
 	return nil
+}
+
+// Dead reports whether the helper is gone (callers then start processes
+// another way).
+func (s *Spawner) Dead() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dead != nil
 }
 
 // Request describes one init process.
@@ -173,6 +208,9 @@ type Request struct {
 	// first, as an unprivileged parent must.
 	UIDMap, GIDMap string
 	DenySetgroups  bool
+	// CgroupProcs are cgroup.procs files the child is written into before
+	// it executes (so nothing it does escapes its limits or accounting).
+	CgroupProcs []string
 	// The child's fds 1, 2, 3 and 4; fd 0 is /dev/null.
 	Stdout, Stderr, FD3, FD4 *os.File
 	// JoinNetNS makes the child be born in the network namespace NetNSFD
@@ -198,6 +236,8 @@ type request struct {
 	DenySetgroups uint32
 	Argc, Envc    uint32
 	StringsLen    uint32
+	Cgroupc       uint32
+	_             uint32
 }
 
 // reply mirrors struct reply in c/spawn.c.
@@ -210,7 +250,12 @@ type reply struct {
 // Spawn starts one init and returns once it has executed (or failed to).
 func (s *Spawner) Spawn(ctx context.Context, r Request) (*Process, error) {
 	var strs bytes.Buffer
-	for _, v := range append([]string{r.Path, r.UIDMap, r.GIDMap}, append(append([]string{}, r.Argv...), r.Env...)...) {
+	if len(r.CgroupProcs) > 8 {
+		return nil, errors.New("spawner: more than 8 cgroup.procs files")
+	}
+	fields := append([]string{r.Path, r.UIDMap, r.GIDMap}, r.CgroupProcs...)
+	fields = append(append(fields, r.Argv...), r.Env...)
+	for _, v := range fields {
 		if bytes.IndexByte([]byte(v), 0) >= 0 {
 			return nil, errors.New("spawner: NUL in an argument")
 		}
@@ -218,7 +263,7 @@ func (s *Spawner) Spawn(ctx context.Context, r Request) (*Process, error) {
 		strs.WriteByte(0)
 	}
 	req := request{Version: protocolVersion, CloneFlags: uint64(r.CloneFlags), Argc: uint32(len(r.Argv)),
-		Envc: uint32(len(r.Env)), StringsLen: uint32(strs.Len())}
+		Envc: uint32(len(r.Env)), StringsLen: uint32(strs.Len()), Cgroupc: uint32(len(r.CgroupProcs))}
 	if r.DenySetgroups {
 		req.DenySetgroups = 1
 	}
@@ -229,8 +274,8 @@ func (s *Spawner) Spawn(ctx context.Context, r Request) (*Process, error) {
 	}
 	var msg bytes.Buffer
 	_ = binary.Write(&msg, binary.NativeEndian, req)
-	if msg.Len() != 32 {
-		return nil, fmt.Errorf("spawner: request header is %d bytes, want 32", msg.Len())
+	if msg.Len() != 40 {
+		return nil, fmt.Errorf("spawner: request header is %d bytes, want 40", msg.Len())
 	}
 	msg.Write(strs.Bytes())
 
@@ -239,17 +284,22 @@ func (s *Spawner) Spawn(ctx context.Context, r Request) (*Process, error) {
 	if s.dead != nil {
 		return nil, s.dead
 	}
-	if err := unix.Sendmsg(s.sock, msg.Bytes(), unix.UnixRights(fds...), nil, 0); err != nil {
-		s.dead = fmt.Errorf("spawner gone: %w", err)
-		return nil, s.dead
+	if err := unix.Sendmsg(s.sock, msg.Bytes(), unix.UnixRights(fds...), nil, unix.MSG_NOSIGNAL); err != nil {
+		if errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET) || errors.Is(err, unix.ENOTCONN) {
+			s.dead = fmt.Errorf("%w: %v", ErrDead, err)
+			return nil, s.dead
+		}
+		return nil, fmt.Errorf("spawner: send request: %w", err)
 	}
 	// The message holds its own copies of the descriptors now.
 	runtime.KeepAlive(&r)
 	buf := make([]byte, unsafe.Sizeof(reply{}))
 	oob := make([]byte, unix.CmsgSpace(4))
-	n, oobn, _, _, err := unix.Recvmsg(s.sock, buf, oob, unix.MSG_CMSG_CLOEXEC)
+	n, oobn, flags, _, err := unix.Recvmsg(s.sock, buf, oob, unix.MSG_CMSG_CLOEXEC)
 	if err != nil || n == 0 {
-		s.dead = fmt.Errorf("spawner gone: %v", err)
+		// Gone, or stuck past replyTimeout: either way the conversation is
+		// out of step now. (A stuck helper keeps its children until Close.)
+		s.dead = fmt.Errorf("%w: %v", ErrDead, err)
 		return nil, s.dead
 	}
 	var rep reply
@@ -271,6 +321,11 @@ func (s *Spawner) Spawn(ctx context.Context, r Request) (*Process, error) {
 				}
 			}
 		}
+	}
+	if flags&unix.MSG_CTRUNC != 0 && pidfd < 0 && rep.Err == 0 {
+		// At our descriptor limit: the init started but we cannot track it.
+		// It exits by itself once our ends of its pipes close.
+		return nil, errors.New("spawner: the pidfd did not arrive (descriptor limit?)")
 	}
 	if rep.Err != 0 || rep.Pid <= 0 || pidfd < 0 {
 		if pidfd >= 0 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/scratchrun/scratchrun/internal/sandbox/cgroups"
 )
 
 // childMode makes the test binary act as a spawned init: it reports what it
@@ -49,6 +52,10 @@ func child() int {
 	fmt.Fprintf(&b, "uid_map=%s\n", strings.Join(strings.Fields(string(uidMap)), " "))
 	stdin, _ := os.Readlink("/proc/self/fd/0")
 	fmt.Fprintf(&b, "stdin=%s env=%s\n", stdin, strings.Join(os.Environ(), ","))
+	if os.Getenv("SPAWNER_TEST_CGROUP") != "" {
+		cg, _ := os.ReadFile("/proc/self/cgroup")
+		fmt.Fprintf(&b, "cgroup-at-start=%s\n", cg)
+	}
 	os.Stdout.WriteString(b.String())
 	os.NewFile(4, "fd4").WriteString("fd4 ok\n")
 	// Block until the test closes our fd 3 (or kills us).
@@ -280,5 +287,84 @@ func TestClosedSpawnerRefuses(t *testing.T) {
 	s.Close()
 	if _, err := s.Spawn(context.Background(), childRequest(program, newChildPipes(t))); err == nil {
 		t.Fatal("a closed spawner spawned")
+	}
+}
+
+// The child is in its cgroups before it executes anything.
+func TestSpawnJoinsCgroupsBeforeExec(t *testing.T) {
+	s, program := startTestSpawner(t)
+	m, err := cgroups.New(fmt.Sprintf("scratchrun-spawner-test-%d", os.Getpid()))
+	if err != nil {
+		t.Skipf("no writable cgroup: %v", err)
+	}
+	defer m.RemoveParent()
+	g, err := m.Create("child", cgroups.Limits{MaxPids: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Destroy()
+	p := newChildPipes(t)
+	r := childRequest(program, p)
+	r.Env = append(r.Env, "SPAWNER_TEST_CGROUP=1")
+	r.CgroupProcs = g.ProcsFiles()
+	proc, err := s.Spawn(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.outW.Close()
+	p.ctl.Close()
+	p.ctlR.Close()
+	out, _ := io.ReadAll(p.out)
+	proc.Wait()
+	if !strings.Contains(string(out), "cgroup-at-start=") || !strings.Contains(string(out), fmt.Sprintf("scratchrun-spawner-test-%d/child", os.Getpid())) {
+		t.Errorf("child was not in its cgroup when it started:\n%s", out)
+	}
+}
+
+// Requests that would not isolate the child are refused.
+func TestSpawnRefusesWeakRequests(t *testing.T) {
+	s, program := startTestSpawner(t)
+	for name, flags := range map[string]uintptr{
+		"no user namespace": namespaces &^ syscall.CLONE_NEWUSER,
+		"no pid namespace":  namespaces &^ syscall.CLONE_NEWPID,
+		"CLONE_VM":          namespaces | syscall.CLONE_VM,
+	} {
+		r := childRequest(program, newChildPipes(t))
+		r.CloneFlags = flags
+		if proc, err := s.Spawn(context.Background(), r); err == nil {
+			proc.Kill()
+			proc.Wait()
+			t.Errorf("%s: spawned", name)
+		}
+	}
+	// And the helper still serves good ones.
+	proc, err := s.Spawn(context.Background(), childRequest(program, newChildPipes(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proc.Kill()
+	proc.Wait()
+}
+
+// A helper of another protocol version is refused at Start.
+func TestStartRefusesOtherProtocol(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "old.c")
+	old := strings.Replace(string(Source()), "#define PROTOCOL_VERSION 2", "#define PROTOCOL_VERSION 1", 1)
+	if err := os.WriteFile(src, []byte(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "old")
+	if out, err := exec.Command("cc", "-O2", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("cc: %v: %s", err, out)
+	}
+	if s, err := Start(bin); err == nil {
+		s.Close()
+		t.Fatal("started a helper of another protocol version")
+	} else if !strings.Contains(err.Error(), "another protocol") {
+		t.Fatalf("unexpected error: %v", err)
 	}
 }

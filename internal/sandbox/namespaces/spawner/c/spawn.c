@@ -7,17 +7,22 @@
 // machine, against about 4.5 ms for this program's tiny address space. (runc
 // and crun do the same part in C for the same reason.)
 //
-// Protocol, on the SOCK_SEQPACKET socket at fd 3, one request at a time:
+// Protocol, on the SOCK_SEQPACKET socket at fd 3:
+//   hello:    at start, PROTOCOL_VERSION as a uint32 (the engine checks it).
 //   request:  struct request, then its strings (see below), with SCM_RIGHTS
 //             descriptors: the child's stdout, stderr, fd 3 and fd 4, and the
 //             network namespace to join when want_netns is set.
 //   reply:    struct reply, with the child's pidfd (SCM_RIGHTS) on success.
-// The reply comes once the child has executed init (or failed to). The
-// program exits when the engine closes the socket, and dies with the engine
-// (PR_SET_PDEATHSIG); each child dies with it in turn.
+// One request at a time. The child joins its cgroups (written here while it
+// waits, so no pid can have been recycled and everything init does is
+// charged to the sandbox), then executes init; the reply comes once it has
+// (or has failed to). The program exits when the engine closes the socket,
+// and dies with the engine (PR_SET_PDEATHSIG); each child dies with it.
 #define _GNU_SOURCE
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <grp.h>
 #include <sched.h>
 #include <signal.h>
@@ -31,7 +36,7 @@
 #include <unistd.h>
 
 #define SOCKET_FD 3
-#define PROTOCOL_VERSION 1
+#define PROTOCOL_VERSION 2
 #define MAX_REQUEST (256 * 1024)
 #define CHILD_FDS 4 // stdout, stderr, fd 3, fd 4
 
@@ -39,17 +44,23 @@
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif
 
+// Namespaces a request may ask for, and those it must.
+#define ALLOWED_FLAGS (CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP)
+#define REQUIRED_FLAGS (CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS)
+
 // request is followed by NUL-terminated strings: the program path, the
-// uid_map text, the gid_map text, then argc arguments and envc environment
-// entries.
+// uid_map text, the gid_map text, cgroupc cgroup.procs paths, then argc
+// arguments and envc environment entries.
 struct request {
 	uint32_t version;
-	uint32_t want_netns;   // 1: the last descriptor is a netns to be born in
-	uint64_t clone_flags;  // CLONE_NEW* namespaces
+	uint32_t want_netns;     // 1: the last descriptor is a netns to be born in
+	uint64_t clone_flags;    // CLONE_NEW* namespaces
 	uint32_t deny_setgroups; // write "deny" to setgroups (unprivileged maps)
 	uint32_t argc;
 	uint32_t envc;
 	uint32_t strings_len;
+	uint32_t cgroupc;
+	uint32_t pad;
 };
 
 struct reply {
@@ -64,12 +75,15 @@ static int send_reply(int pid, int err, const char *step, int pidfd) {
 	struct reply r = {.pid = pid, .err = err};
 	snprintf(r.step, sizeof r.step, "%s", step ? step : "");
 	struct iovec iov = {.iov_base = &r, .iov_len = sizeof r};
-	char control[CMSG_SPACE(sizeof(int))];
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} control;
 	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
 	if (pidfd >= 0) {
-		memset(control, 0, sizeof control);
-		msg.msg_control = control;
-		msg.msg_controllen = sizeof control;
+		memset(&control, 0, sizeof control);
+		msg.msg_control = control.buf;
+		msg.msg_controllen = sizeof control.buf;
 		struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
 		c->cmsg_level = SOL_SOCKET;
 		c->cmsg_type = SCM_RIGHTS;
@@ -85,10 +99,28 @@ static int write_file(const char *path, const char *data) {
 		return -1;
 	size_t n = strlen(data);
 	ssize_t w = write(fd, data, n);
-	int saved = errno;
+	int saved = w < 0 ? errno : EIO;
 	close(fd);
 	errno = saved;
 	return w == (ssize_t)n ? 0 : -1;
+}
+
+// cloexec_from marks every descriptor from first on close-on-exec:
+// close_range where the kernel has it (5.11), else by listing them.
+static int cloexec_from(int first) {
+	if (syscall(SYS_close_range, first, ~0U, CLOSE_RANGE_CLOEXEC) == 0)
+		return 0;
+	DIR *d = opendir("/proc/self/fd");
+	if (!d)
+		return -1;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		int fd = atoi(e->d_name);
+		if (fd >= first && fd != dirfd(d))
+			fcntl(fd, F_SETFD, FD_CLOEXEC);
+	}
+	closedir(d);
+	return 0;
 }
 
 // child runs in the new namespaces until it executes init; it must only make
@@ -98,10 +130,10 @@ static void child(int sync_r, int err_w, int fds[CHILD_FDS], const struct reques
 	char go;
 	int err = 0;
 	const char *step = "";
-	// Wait until the parent has written our uid and gid maps (EOF: it died).
+	// Wait until the parent has written our uid and gid maps and put us in
+	// our cgroups (EOF: it died).
 	if (read(sync_r, &go, 1) != 1)
 		_exit(127);
-	close(sync_r);
 	if (!req->deny_setgroups && setgroups(0, NULL) < 0) {
 		step = "setgroups";
 		goto fail;
@@ -123,6 +155,12 @@ static void child(int sync_r, int err_w, int fds[CHILD_FDS], const struct reques
 		step = "pdeathsig";
 		goto fail;
 	}
+	// The parent keeps its end open until we have executed: if it died
+	// before the line above, the death signal was never armed; stop here.
+	struct pollfd parent = {.fd = sync_r, .events = POLLIN};
+	if (poll(&parent, 1, 0) != 0)
+		_exit(127);
+	close(sync_r);
 	// Move the received descriptors clear of 0-4 first, then into place
 	// (dup2 clears close-on-exec on the copies).
 	int high[CHILD_FDS];
@@ -134,6 +172,11 @@ static void child(int sync_r, int err_w, int fds[CHILD_FDS], const struct reques
 		}
 	}
 	int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (devnull >= 0 && devnull < 16) {
+		int high_null = fcntl(devnull, F_DUPFD_CLOEXEC, 16);
+		close(devnull);
+		devnull = high_null;
+	}
 	if (devnull < 0 || dup2(devnull, 0) < 0) {
 		step = "stdin";
 		goto fail;
@@ -145,8 +188,8 @@ static void child(int sync_r, int err_w, int fds[CHILD_FDS], const struct reques
 		}
 	}
 	// Nothing else of ours reaches init (the error pipe closes on exec).
-	if (syscall(SYS_close_range, CHILD_FDS + 1, ~0U, CLOSE_RANGE_CLOEXEC) < 0) {
-		step = "close_range";
+	if (cloexec_from(CHILD_FDS + 1) < 0) {
+		step = "mark descriptors close-on-exec";
 		goto fail;
 	}
 	sigset_t none;
@@ -169,9 +212,12 @@ fail:
 // spawn serves one request; it returns -1 only when the socket is gone.
 static int spawn(void) {
 	static char buf[MAX_REQUEST];
-	char control[CMSG_SPACE((CHILD_FDS + 1) * sizeof(int))];
+	union {
+		char buf[CMSG_SPACE((CHILD_FDS + 1) * sizeof(int))];
+		struct cmsghdr align;
+	} control;
 	struct iovec iov = {.iov_base = buf, .iov_len = sizeof buf};
-	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control, .msg_controllen = sizeof control};
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf, .msg_controllen = sizeof control.buf};
 	ssize_t n = recvmsg(SOCKET_FD, &msg, MSG_CMSG_CLOEXEC);
 	if (n <= 0)
 		return -1;
@@ -193,15 +239,17 @@ static int spawn(void) {
 	int result = 0;
 	struct request req;
 	char *path, *uid_map, *gid_map;
-	char *argv[256], *envp[1024];
+	char *cgroups[8], *argv[256], *envp[1024];
 	if ((size_t)n < sizeof req || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
 		result = send_reply(0, EINVAL, "request truncated", -1);
 		goto done;
 	}
 	memcpy(&req, buf, sizeof req);
 	if (req.version != PROTOCOL_VERSION || req.strings_len != n - sizeof req || req.argc == 0 ||
-	    req.argc >= 256 || req.envc >= 1024 || nfds != CHILD_FDS + (req.want_netns ? 1 : 0) ||
-	    buf[n - 1] != 0) {
+	    req.argc >= 256 || req.envc >= 1024 || req.cgroupc > 8 ||
+	    nfds != CHILD_FDS + (req.want_netns ? 1 : 0) || buf[n - 1] != 0 ||
+	    (req.clone_flags & ~(uint64_t)ALLOWED_FLAGS) || (req.clone_flags & REQUIRED_FLAGS) != REQUIRED_FLAGS ||
+	    (req.want_netns && (req.clone_flags & CLONE_NEWNET))) {
 		result = send_reply(0, EINVAL, "malformed request", -1);
 		goto done;
 	}
@@ -216,15 +264,17 @@ static int spawn(void) {
 			*slots[i] = p;
 			p += strlen(p) + 1;
 		}
-		for (uint32_t i = 0; i < req.argc + req.envc; i++) {
+		for (uint32_t i = 0; i < req.cgroupc + req.argc + req.envc; i++) {
 			if (p >= end) {
 				result = send_reply(0, EINVAL, "missing strings", -1);
 				goto done;
 			}
-			if (i < req.argc)
-				argv[i] = p;
+			if (i < req.cgroupc)
+				cgroups[i] = p;
+			else if (i < req.cgroupc + req.argc)
+				argv[i - req.cgroupc] = p;
 			else
-				envp[i - req.argc] = p;
+				envp[i - req.cgroupc - req.argc] = p;
 			p += strlen(p) + 1;
 		}
 		argv[req.argc] = NULL;
@@ -273,7 +323,7 @@ static int spawn(void) {
 	int err = 0;
 	if (pidfd < 0) {
 		err = errno, step = "pidfd_open";
-	} else if (req.clone_flags & CLONE_NEWUSER) {
+	} else {
 		snprintf(file, sizeof file, "/proc/%d/uid_map", pid);
 		if (write_file(file, uid_map) < 0) {
 			err = errno, step = "write uid_map";
@@ -288,10 +338,18 @@ static int spawn(void) {
 			}
 		}
 	}
+	char pidtext[16];
+	snprintf(pidtext, sizeof pidtext, "%d", pid);
+	for (uint32_t i = 0; !err && i < req.cgroupc; i++)
+		if (write_file(cgroups[i], pidtext) < 0)
+			err = errno, step = "join cgroup";
 	if (err) {
-		kill(pid, SIGKILL);
-		if (pidfd >= 0)
+		if (pidfd >= 0) {
+			syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
 			close(pidfd);
+		} else {
+			kill(pid, SIGKILL); // still blocked on the sync pipe: not yet reapable
+		}
 		result = send_reply(0, err, step, -1);
 		goto close_pipes;
 	}
@@ -334,6 +392,9 @@ int main(void) {
 		return 1;
 	home_netns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
 	if (home_netns < 0)
+		return 1;
+	uint32_t version = PROTOCOL_VERSION;
+	if (send(SOCKET_FD, &version, sizeof version, MSG_NOSIGNAL) != sizeof version)
 		return 1;
 	while (spawn() == 0) {
 	}
