@@ -166,7 +166,7 @@ func Start(path string) (*Spawner, error) {
 	// A helper of another build (an old one next to the binary) would
 	// misread every request: check its protocol first.
 	hello := make([]byte, 4)
-	if n, err := unix.Read(s.sock, hello); err != nil || n != 4 || binary.NativeEndian.Uint32(hello) != protocolVersion {
+	if n, err := retryEINTR(func() (int, error) { return unix.Read(s.sock, hello) }); err != nil || n != 4 || binary.NativeEndian.Uint32(hello) != protocolVersion {
 		s.Close()
 		return nil, fmt.Errorf("%s speaks another protocol than this engine (want version %d; rebuild it: scripts/install.sh)", path, protocolVersion)
 	}
@@ -284,7 +284,9 @@ func (s *Spawner) Spawn(ctx context.Context, r Request) (*Process, error) {
 	if s.dead != nil {
 		return nil, s.dead
 	}
-	if err := unix.Sendmsg(s.sock, msg.Bytes(), unix.UnixRights(fds...), nil, unix.MSG_NOSIGNAL); err != nil {
+	if _, err := retryEINTR(func() (int, error) {
+		return 0, unix.Sendmsg(s.sock, msg.Bytes(), unix.UnixRights(fds...), nil, unix.MSG_NOSIGNAL)
+	}); err != nil {
 		if errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET) || errors.Is(err, unix.ENOTCONN) {
 			s.dead = fmt.Errorf("%w: %v", ErrDead, err)
 			return nil, s.dead
@@ -295,7 +297,13 @@ func (s *Spawner) Spawn(ctx context.Context, r Request) (*Process, error) {
 	runtime.KeepAlive(&r)
 	buf := make([]byte, unsafe.Sizeof(reply{}))
 	oob := make([]byte, unix.CmsgSpace(4))
-	n, oobn, flags, _, err := unix.Recvmsg(s.sock, buf, oob, unix.MSG_CMSG_CLOEXEC)
+	var oobn, flags int
+	n, err := retryEINTR(func() (int, error) {
+		var n int
+		var err error
+		n, oobn, flags, _, err = unix.Recvmsg(s.sock, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		return n, err
+	})
 	if err != nil || n == 0 {
 		// Gone, or stuck past replyTimeout: either way the conversation is
 		// out of step now. (A stuck helper keeps its children until Close.)
@@ -335,6 +343,17 @@ func (s *Spawner) Spawn(ctx context.Context, r Request) (*Process, error) {
 		return nil, fmt.Errorf("spawn %s: %s: %w", r.Path, step, syscall.Errno(rep.Err))
 	}
 	return &Process{Pid: int(rep.Pid), pidfd: pidfd}, nil
+}
+
+// retryEINTR repeats a socket call the Go runtime's own signals interrupted:
+// with SO_RCVTIMEO set, the kernel does not restart it.
+func retryEINTR(call func() (int, error)) (int, error) {
+	for {
+		n, err := call()
+		if err != unix.EINTR {
+			return n, err
+		}
+	}
 }
 
 // Kill sends SIGKILL through the pidfd: never to a recycled pid, and
