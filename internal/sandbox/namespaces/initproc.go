@@ -39,6 +39,10 @@ var initEnv = []string{"GODEBUG=containermaxprocs=0,updatemaxprocs=0", "GOMAXPRO
 const sandboxNamespaces = syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | syscall.CLONE_NEWNS |
 	syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS
 
+// UsesSpawner reports whether sandboxes start through the spawner helper
+// now (false: from Go, because it is disabled, missing or gone).
+func (b *Backend) UsesSpawner() bool { return b.spawner != nil && !b.spawner.Dead() }
+
 // startSpawner finds (or builds) and starts the spawner helper, unless
 // Options.Spawner is "none".
 func (b *Backend) startSpawner() error {
