@@ -116,7 +116,7 @@ idle="$(scratchrun bench --idle-memory --json)"
   echo
   echo "## Memory of an idle warm sandbox"
   echo
-  echo "\`scratchrun bench --idle-memory\`: cgroup memory of ready warm sandboxes (init, the pre-started interpreter, file systems, kernel objects), next to the same interpreter waiting bare (its anonymous memory). bash sandboxes have no pre-started interpreter: theirs is the sandbox's own cost. Add to each sandbox $(jq -r '.init_mib * 10 | round / 10' <<<"$idle") MiB: its init's start-up memory, charged before init joins the cgroup (measured from the inits' RssAnon)."
+  echo "\`scratchrun bench --idle-memory\`: cgroup memory of ready warm sandboxes (init, the pre-started interpreter, file systems, kernel objects), next to the same interpreter waiting bare (its anonymous memory). bash sandboxes have no pre-started interpreter: theirs is the sandbox's own cost, of which $(jq -r '.init_mib * 10 | round / 10' <<<"$idle") MiB is its init's anonymous memory (init joins its cgroup before it starts, so it is counted)."
   echo
   echo "| warm sandbox | MiB | interpreter bare, MiB |"
   echo "|---|---|---|"

@@ -21,8 +21,8 @@ type idleMemoryReport struct {
 	// BareInterpreterMiB is the anonymous memory of each runtime's
 	// interpreter waiting bare, with nothing imported.
 	BareInterpreterMiB map[string]float64 `json:"bare_interpreter_mib"`
-	// InitMiB is the average anonymous memory of a sandbox's init process,
-	// allocated before it joined its cgroup and so not in PooledMiB.
+	// InitMiB is the average anonymous memory of a sandbox's init process
+	// (part of PooledMiB: init joins its cgroup before it starts).
 	InitMiB float64 `json:"init_mib"`
 }
 
@@ -81,7 +81,7 @@ func benchIdleMemory(ctx context.Context, asJSON bool) int {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	fmt.Printf("idle warm sandbox memory: cgroup usage (average of 2 ready) + %.1f MiB of init's own start-up memory, charged before it joins the cgroup\n", r.InitMiB)
+	fmt.Printf("idle warm sandbox memory: cgroup usage, average of 2 ready (of which init's own anonymous memory: %.1f MiB)\n", r.InitMiB)
 	fmt.Printf("%-26s %10s %22s\n", "", "sandbox", "interpreter bare (anon)")
 	for _, k := range keys {
 		runtime := strings.SplitN(k, "/", 2)[0]

@@ -82,9 +82,8 @@ func rssAnon(pid int) (int64, error) {
 
 // InitMemory returns the average anonymous memory of the sandbox inits
 // started by the engine in process enginePid (directly, or through its
-// spawner helper), and how many there are. An init's cgroup is charged only
-// for what init allocates after joining it, so its start-up allocations
-// show here and not in the cgroup's usage.
+// spawner helper), and how many there are: the part of an idle sandbox's
+// memory that is ScratchRun's own rather than the interpreter's.
 func InitMemory(enginePid int) (avg int64, n int, err error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
