@@ -130,6 +130,24 @@ func newChildPipes(t *testing.T) *childPipes {
 // CPU files open (it would otherwise, to size GOMAXPROCS).
 const noCgroupFiles = "GODEBUG=containermaxprocs=0,updatemaxprocs=0"
 
+// runChild spawns r with p's pipes, lets the child finish (its fd 3 is
+// closed at once) and returns what it wrote to fds 1, 2 and 4.
+func runChild(t *testing.T, s *Spawner, r Request, p *childPipes) (stdout, stderr, fd4 string) {
+	t.Helper()
+	proc, err := s.Spawn(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []*os.File{p.outW, p.errW, p.statusW, p.ctlR, p.ctl} {
+		f.Close() // the child holds its own copies; closing ctl lets it exit
+	}
+	out, _ := io.ReadAll(p.out)
+	errOut, _ := io.ReadAll(p.errR)
+	status, _ := io.ReadAll(p.status)
+	proc.Wait()
+	return string(out), string(errOut), string(status)
+}
+
 const namespaces = syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | syscall.CLONE_NEWNS | syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS
 
 func childRequest(program string, p *childPipes) Request {
@@ -144,18 +162,7 @@ func childRequest(program string, p *childPipes) Request {
 func TestSpawnedChildIsIsolated(t *testing.T) {
 	s, program := startTestSpawner(t)
 	p := newChildPipes(t)
-	proc, err := s.Spawn(context.Background(), childRequest(program, p))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.outW.Close()
-	p.statusW.Close()
-	p.ctlR.Close()
-	p.ctl.Close() // the child may exit now
-	out, _ := io.ReadAll(p.out)
-	status, _ := io.ReadAll(p.status)
-	proc.Wait()
-	got := string(out)
+	got, _, status := runChild(t, s, childRequest(program, p), p)
 	for _, ns := range []string{"user", "pid", "mnt", "net", "ipc", "uts"} {
 		mine, _ := os.Readlink("/proc/self/ns/" + ns)
 		if !strings.Contains(got, ns+"=") || strings.Contains(got, ns+"="+mine+"\n") {
@@ -167,7 +174,7 @@ func TestSpawnedChildIsIsolated(t *testing.T) {
 			t.Errorf("child output lacks %q:\n%s", want, got)
 		}
 	}
-	if string(status) != "fd4 ok\n" {
+	if status != "fd4 ok\n" {
 		t.Errorf("fd 4 got %q", status)
 	}
 }
@@ -248,35 +255,17 @@ func TestSpawnJoinsNetworkNamespace(t *testing.T) {
 	r := childRequest(program, p)
 	r.CloneFlags &^= syscall.CLONE_NEWNET
 	r.JoinNetNS, r.NetNSFD = true, fd
-	proc, err := s.Spawn(context.Background(), r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.outW.Close()
-	p.errW.Close()
-	p.ctl.Close()
-	p.ctlR.Close()
-	out, _ := io.ReadAll(p.out)
-	stderr, _ := io.ReadAll(p.errR)
-	proc.Wait()
+	out, stderr, _ := runChild(t, s, r, p)
 	if len(out) == 0 {
 		t.Logf("child stderr: %s", stderr)
 	}
-	if want := fmt.Sprintf("net=net:[%d]\n", st.Ino); !strings.Contains(string(out), want) {
+	if want := fmt.Sprintf("net=net:[%d]\n", st.Ino); !strings.Contains(out, want) {
 		t.Errorf("child not in the given network namespace (want %q):\n%s", want, out)
 	}
 	// The helper went home: the next child gets a new namespace again.
 	p2 := newChildPipes(t)
-	proc2, err := s.Spawn(context.Background(), childRequest(program, p2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p2.outW.Close()
-	p2.ctl.Close()
-	p2.ctlR.Close()
-	out2, _ := io.ReadAll(p2.out)
-	proc2.Wait()
-	if strings.Contains(string(out2), fmt.Sprintf("net=net:[%d]\n", st.Ino)) {
+	out2, _, _ := runChild(t, s, childRequest(program, p2), p2)
+	if strings.Contains(out2, fmt.Sprintf("net=net:[%d]\n", st.Ino)) {
 		t.Errorf("a later child was born in the joined namespace too:\n%s", out2)
 	}
 }
@@ -307,16 +296,8 @@ func TestSpawnJoinsCgroupsBeforeExec(t *testing.T) {
 	r := childRequest(program, p)
 	r.Env = append(r.Env, "SPAWNER_TEST_CGROUP=1")
 	r.CgroupProcs = g.ProcsFiles()
-	proc, err := s.Spawn(context.Background(), r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.outW.Close()
-	p.ctl.Close()
-	p.ctlR.Close()
-	out, _ := io.ReadAll(p.out)
-	proc.Wait()
-	if !strings.Contains(string(out), "cgroup-at-start=") || !strings.Contains(string(out), fmt.Sprintf("scratchrun-spawner-test-%d/child", os.Getpid())) {
+	out, _, _ := runChild(t, s, r, p)
+	if !strings.Contains(out, "cgroup-at-start=") || !strings.Contains(out, fmt.Sprintf("scratchrun-spawner-test-%d/child", os.Getpid())) {
 		t.Errorf("child was not in its cgroup when it started:\n%s", out)
 	}
 }
