@@ -214,8 +214,13 @@ func TestKillAndWait(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Wait did not return after Kill")
 	}
-	if err := syscall.Kill(proc.Pid, 0); err == nil {
-		t.Errorf("pid %d still exists after Kill and Wait", proc.Pid)
+	// Wait returns once the child has exited; the kernel reaps it (the
+	// helper ignores SIGCHLD) a moment later.
+	for deadline := time.Now().Add(5 * time.Second); syscall.Kill(proc.Pid, 0) == nil; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Errorf("pid %d still exists after Kill and Wait", proc.Pid)
+			break
+		}
 	}
 	// After Wait the pidfd is closed: Kill must not reach whatever reuses
 	// its number.
