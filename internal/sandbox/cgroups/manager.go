@@ -303,14 +303,8 @@ func (g *Group) OOMKills() int64 {
 func (g *Group) Procs() []int {
 	set := map[int]bool{}
 	for _, dir := range g.dirs {
-		data, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-		if err != nil {
-			continue
-		}
-		for _, f := range strings.Fields(string(data)) {
-			if pid, err := strconv.Atoi(f); err == nil {
-				set[pid] = true
-			}
+		for _, pid := range procsIn(dir) {
+			set[pid] = true
 		}
 	}
 	out := make([]int, 0, len(set))
@@ -318,6 +312,50 @@ func (g *Group) Procs() []int {
 		out = append(out, pid)
 	}
 	return out
+}
+
+// procsIn lists the pids in cgroup directory dir.
+func procsIn(dir string) []int {
+	data, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, f := range strings.Fields(string(data)) {
+		if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// KillProcs sends SIGKILL to every process in cgroup directory dir (any
+// hierarchy, also ones this package does not manage).
+func KillProcs(dir string) {
+	for _, pid := range procsIn(dir) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// RemoveDir removes cgroup directory dir (gone already is fine). The kernel
+// releases a group just after its last task is reaped, so a busy directory
+// is retried for about a second, calling beforeRetry (when not nil) first.
+func RemoveDir(dir string, beforeRetry func()) error {
+	var err error
+	for range 200 {
+		err = os.Remove(dir)
+		if err == nil || os.IsNotExist(err) {
+			return nil
+		}
+		if !errors.Is(err, syscall.EBUSY) {
+			break
+		}
+		if beforeRetry != nil {
+			beforeRetry()
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return fmt.Errorf("remove cgroup %s: %w", dir, err)
 }
 
 // KillAll sends SIGKILL to every process in the group until it is empty or a
@@ -348,20 +386,8 @@ func (g *Group) KillAll() bool {
 func (g *Group) Destroy() error {
 	var errs []error
 	for controller, dir := range g.dirs {
-		var err error
-		for range 200 {
-			err = os.Remove(dir)
-			if err == nil || os.IsNotExist(err) {
-				err = nil
-				break
-			}
-			if !errors.Is(err, syscall.EBUSY) {
-				break
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", dir, err))
+		if err := RemoveDir(dir, nil); err != nil {
+			errs = append(errs, err)
 			continue
 		}
 		delete(g.dirs, controller)

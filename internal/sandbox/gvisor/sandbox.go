@@ -222,29 +222,11 @@ func (s *gvSandbox) diagnostics() string {
 	return ""
 }
 
-// decodeStatus reads one message from init, giving up (and killing the
-// sandbox) when ctx ends or timeout passes.
+// decodeStatus reads one message from init within timeout (see
+// initbin.DecodeStatus), killing the sandbox when it gives up.
 func (s *gvSandbox) decodeStatus(ctx context.Context, timeout time.Duration, v any) error {
-	done := make(chan error, 1)
-	go func() { done <- s.statusDec.Decode(v) }()
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	select {
-	case err := <-done:
-		return err
-	case <-timer.C:
-		s.kill()
-		<-done
-		return fmt.Errorf("%w after %s", errNoAnswer, timeout)
-	case <-ctx.Done():
-		s.kill()
-		<-done
-		return ctx.Err()
-	}
+	return initbin.DecodeStatus(ctx, s.statusDec, timeout, v, s.kill)
 }
-
-// errNoAnswer means init did not answer in time and the sandbox was killed.
-var errNoAnswer = errors.New("no answer from the sandbox's init")
 
 // kill ends the sandbox at once: every process in its cgroup (Sentry, gofer,
 // stubs) and runsc itself get SIGKILL. runsc's state is cleaned up later, by
@@ -323,7 +305,7 @@ func (s *gvSandbox) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, 
 		<-s.waitDone
 		return sandbox.Outcome{}, ctx.Err()
 	}
-	engineTimedOut := errors.Is(decodeErr, errNoAnswer)
+	engineTimedOut := errors.Is(decodeErr, initbin.ErrNoAnswer)
 	// Init exits after its result; runsc then removes the container and
 	// exits, which closes the last copies of the output pipes.
 	s.waitExit(exitTimeout)

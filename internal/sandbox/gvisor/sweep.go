@@ -2,14 +2,10 @@ package gvisor
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
-	"syscall"
-	"time"
 
+	"github.com/scratchrun/scratchrun/internal/sandbox/cgroups"
 	"github.com/scratchrun/scratchrun/internal/sandbox/initbin"
 )
 
@@ -45,43 +41,16 @@ func groupDirs(parent, id string) []string {
 }
 
 // removeGroupDirs kills whatever is left in sandbox id's directories on
-// every hierarchy and removes them. The kernel releases a group just after
-// its last task is reaped, so removal is retried briefly.
+// every hierarchy and removes them.
 func removeGroupDirs(parent, id string) error {
 	var errs []error
 	for _, dir := range groupDirs(parent, id) {
-		killProcs(dir)
-		var err error
-		for range 200 {
-			err = os.Remove(dir)
-			if err == nil || os.IsNotExist(err) {
-				err = nil
-				break
-			}
-			if !errors.Is(err, syscall.EBUSY) {
-				break
-			}
-			killProcs(dir)
-			time.Sleep(5 * time.Millisecond)
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", dir, err))
+		cgroups.KillProcs(dir)
+		if err := cgroups.RemoveDir(dir, func() { cgroups.KillProcs(dir) }); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// killProcs sends SIGKILL to every process listed in dir's cgroup.procs.
-func killProcs(dir string) {
-	data, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-	if err != nil {
-		return
-	}
-	for _, f := range strings.Fields(string(data)) {
-		if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
 }
 
 // sweep removes what engines that are no longer running left behind: runsc

@@ -1,6 +1,8 @@
 package initbin
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -77,4 +79,29 @@ func CloseAll(files ...*os.File) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ErrNoAnswer means init did not answer in time and its sandbox was killed.
+var ErrNoAnswer = errors.New("no answer from the sandbox's init")
+
+// DecodeStatus reads one message from init into v, giving up (and calling
+// kill, which must end the sandbox so that the read returns) when ctx ends
+// or timeout passes.
+func DecodeStatus(ctx context.Context, dec *json.Decoder, timeout time.Duration, v any, kill func()) error {
+	done := make(chan error, 1)
+	go func() { done <- dec.Decode(v) }()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-timer.C:
+		kill()
+		<-done
+		return fmt.Errorf("%w after %s", ErrNoAnswer, timeout)
+	case <-ctx.Done():
+		kill()
+		<-done
+		return ctx.Err()
+	}
 }

@@ -120,29 +120,11 @@ func (s *nsSandbox) start(ctx context.Context, cfg sandbox.Config) error {
 	return nil
 }
 
-// decodeStatus reads one message from init, giving up (and killing init) when
-// ctx ends or timeout passes.
+// decodeStatus reads one message from init within timeout (see
+// initbin.DecodeStatus), killing the sandbox when it gives up.
 func (s *nsSandbox) decodeStatus(ctx context.Context, timeout time.Duration, v any) error {
-	done := make(chan error, 1)
-	go func() { done <- s.statusDec.Decode(v) }()
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	select {
-	case err := <-done:
-		return err
-	case <-timer.C:
-		s.kill()
-		<-done
-		return fmt.Errorf("%w after %s", errNoAnswer, timeout)
-	case <-ctx.Done():
-		s.kill()
-		<-done
-		return ctx.Err()
-	}
+	return initbin.DecodeStatus(ctx, s.statusDec, timeout, v, s.kill)
 }
-
-// errNoAnswer means init did not answer in time and was killed.
-var errNoAnswer = errors.New("no answer from init")
 
 // kill ends init with SIGKILL; the kernel then kills every process of the
 // sandbox's pid namespace.
@@ -182,7 +164,7 @@ func (s *nsSandbox) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, 
 	if ctx.Err() != nil {
 		return sandbox.Outcome{}, ctx.Err()
 	}
-	engineTimedOut := errors.Is(decodeErr, errNoAnswer)
+	engineTimedOut := errors.Is(decodeErr, initbin.ErrNoAnswer)
 	s.kill() // init is done (or broken); make sure everything is gone
 	s.init.wait()
 	initbin.WaitDrained(drained, drainTimeout)

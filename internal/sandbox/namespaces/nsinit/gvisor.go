@@ -1,7 +1,6 @@
 package nsinit
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"runtime"
@@ -60,45 +59,15 @@ func runOtherRole() (code int, ran bool) {
 // and the capability sets; init adds what the OCI runtime cannot express,
 // locks itself down and then runs the job exactly as a namespaces init does.
 func runGVisorInit() int {
-	_ = unix.CloseRange(statusFD+1, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
-	control := os.NewFile(controlFD, "control")
-	status := os.NewFile(statusFD, "status")
-	unix.CloseOnExec(controlFD)
-	unix.CloseOnExec(statusFD)
-	dec := json.NewDecoder(control)
-	enc := json.NewEncoder(status)
-
-	var setup SetupMessage
-	if err := dec.Decode(&setup); err != nil {
-		return 1
-	}
-	if err := prepareGVisor(setup); err != nil {
-		_ = enc.Encode(ReadyMessage{Error: err.Error()})
-		return 1
-	}
-	// Always confine before reporting ready (as a warm namespaces sandbox
-	// does): one order of steps for cold and warm sandboxes, and runJob
-	// then skips its own lock-down (lockedDown is set).
-	if err := lockDownGVisor(setup); err != nil {
-		_ = enc.Encode(ReadyMessage{Error: err.Error()})
-		return 1
-	}
-	var warm *prestarted
-	if setup.Prestart != nil {
-		warm, _ = startPrestart(*setup.Prestart)
-	}
-	if err := enc.Encode(ReadyMessage{Ready: true}); err != nil {
-		return 1
-	}
-	var job JobMessage
-	if err := dec.Decode(&job); err != nil {
-		return 0
-	}
-	control.Close()
-	if err := enc.Encode(runJob(job, warm, setup)); err != nil {
-		return 1
-	}
-	return 0
+	return serveProtocol(func(setup SetupMessage) error {
+		if err := prepareGVisor(setup); err != nil {
+			return err
+		}
+		// Always confine before reporting ready (as a warm namespaces
+		// sandbox does): one order of steps for cold and warm sandboxes, and
+		// runJob then skips its own lock-down (lockedDown is set).
+		return lockDownGVisor(setup)
+	})
 }
 
 // prepareGVisor mounts the size- and inode-limited tmpfs file systems (runsc
@@ -148,11 +117,7 @@ func lockDownGVisor(setup SetupMessage) error {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("set init non-dumpable: %w", err)
 	}
-	prog, err := bpfload.Decode(setup.Seccomp)
-	if err != nil {
-		return err
-	}
-	if err := bpfload.Install(prog); err != nil {
+	if err := bpfload.InstallEncoded(setup.Seccomp); err != nil {
 		return fmt.Errorf("install seccomp filter: %w", err)
 	}
 	lockedDown = true

@@ -42,6 +42,22 @@ func Main() {
 }
 
 func runInit() int {
+	return serveProtocol(func(setup SetupMessage) error {
+		if err := buildRoot(setup); err != nil {
+			return err
+		}
+		if setup.Prestart != nil || setup.LockDownEarly {
+			return lockDown(setup)
+		}
+		return nil
+	})
+}
+
+// serveProtocol is init's side of the protocol, the same for every kind of
+// sandbox: read the setup, prepare the sandbox (prepare builds it and, when
+// it must, confines it before ready), pre-start the interpreter, report
+// ready, read the one job, run it, report its result.
+func serveProtocol(prepare func(SetupMessage) error) int {
 	// Nothing init inherited beyond its five descriptors may reach user
 	// code, whatever the engine's own parent left open in it.
 	_ = unix.CloseRange(statusFD+1, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
@@ -57,17 +73,11 @@ func runInit() int {
 	if err := dec.Decode(&setup); err != nil {
 		return 1
 	}
-	if err := buildRoot(setup); err != nil {
+	if err := prepare(setup); err != nil {
 		_ = enc.Encode(ReadyMessage{Error: err.Error()})
 		return 1
 	}
 	var warm *prestarted
-	if setup.Prestart != nil || setup.LockDownEarly {
-		if err := lockDown(setup); err != nil {
-			_ = enc.Encode(ReadyMessage{Error: err.Error()})
-			return 1
-		}
-	}
 	if setup.Prestart != nil {
 		// A pre-start that fails is not fatal: the job then starts cold.
 		warm, _ = startPrestart(*setup.Prestart)
@@ -82,8 +92,7 @@ func runInit() int {
 		return 0
 	}
 	control.Close()
-	result := runJob(job, warm, setup)
-	if err := enc.Encode(result); err != nil {
+	if err := enc.Encode(runJob(job, warm, setup)); err != nil {
 		return 1
 	}
 	return 0
@@ -188,11 +197,7 @@ func lockDown(setup SetupMessage) error {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("set init non-dumpable: %w", err)
 	}
-	prog, err := bpfload.Decode(setup.Seccomp)
-	if err != nil {
-		return err
-	}
-	if err := bpfload.Install(prog); err != nil {
+	if err := bpfload.InstallEncoded(setup.Seccomp); err != nil {
 		return fmt.Errorf("install seccomp filter: %w", err)
 	}
 	lockedDown = true

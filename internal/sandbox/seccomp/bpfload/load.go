@@ -61,6 +61,15 @@ func Encode(prog []unix.SockFilter) []byte {
 	return out
 }
 
+// InstallEncoded installs a program packed by Encode (see Install).
+func InstallEncoded(b []byte) error {
+	prog, err := Decode(b)
+	if err != nil {
+		return err
+	}
+	return Install(prog)
+}
+
 // Decode unpacks what Encode packed.
 func Decode(b []byte) ([]unix.SockFilter, error) {
 	if len(b)%instructionSize != 0 {
