@@ -24,7 +24,7 @@ export PATH="$PATH:/usr/local/go/bin"
 command -v go >/dev/null || { echo "install.sh: Go 1.26 is needed (https://go.dev/doc/install)" >&2; exit 1; }
 
 # gcc and libc6-dev build scratchrun-spawn, the small C helper that starts
-# sandboxes (internal/sandbox/namespaces/spawner/c/spawn.c).
+# sandboxes and carries their init (internal/sandbox/namespaces/spawner/c).
 packages=(mmdebstrap ca-certificates nftables iproute2 curl gcc libc6-dev)
 missing=()
 for p in "${packages[@]}"; do
@@ -40,7 +40,7 @@ fi
 
 step "building scratchrun, scratchrun-init and scratchrun-spawn into /usr/local/bin"
 (cd "$repo" && go build -trimpath -o /usr/local/bin/ ./cmd/scratchrun ./cmd/scratchrun-init)
-cc -O2 -o /usr/local/bin/scratchrun-spawn "$repo/internal/sandbox/namespaces/spawner/c/spawn.c"
+cc -O2 -o /usr/local/bin/scratchrun-spawn "$repo"/internal/sandbox/namespaces/spawner/c/{spawn,init}.c
 scratchrun version
 
 step "building runtime images (cached by recipe hash; the first build takes a few minutes)"

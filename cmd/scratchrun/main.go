@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces"
+	"github.com/scratchrun/scratchrun/internal/sandbox/gvisor"
 )
 
 // Exit statuses of the CLI itself (the exec subcommand otherwise exits with
@@ -20,8 +20,9 @@ const (
 )
 
 func main() {
-	// A re-executed copy of this binary may be a sandbox's init.
-	namespaces.RunInitIfRequested()
+	// A re-executed copy of this binary may be a gVisor sandbox's init (when
+	// scratchrun-init is not installed next to it).
+	gvisor.RunInitIfRequested()
 	// Descriptors our parent left open (a shell's, a client's) must never
 	// reach a child of ours, least of all a sandbox.
 	_ = unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)

@@ -38,7 +38,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	namespaces.RunInitIfRequested()
+	gvisor.RunInitIfRequested()
 	suiteBefore = leakcheck.Take(leakOpts)
 	gvisorBefore = leakcheck.Take(gvisorLeakOpts)
 	code := m.Run()

@@ -40,7 +40,6 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	namespaces.RunInitIfRequested()
 	before := leakcheck.Take(leakOpts)
 	code := m.Run()
 	if nsBackend != nil {

@@ -14,8 +14,6 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/net/dns/dnsmessage"
-
-	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces"
 )
 
 // The egress tests run in a network namespace of their own with no route off
@@ -28,7 +26,6 @@ import (
 const isolatedEnv = "SCRATCHRUN_NETTEST_ISOLATED"
 
 func TestMain(m *testing.M) {
-	namespaces.RunInitIfRequested()
 	if os.Getenv(isolatedEnv) == "" {
 		os.Exit(reexecIsolated())
 	}

@@ -38,7 +38,6 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	namespaces.RunInitIfRequested()
 	before := leakcheck.Take(leakOpts)
 	code := m.Run()
 	if testEng != nil {

@@ -2,10 +2,9 @@ package gvisor
 
 import (
 	"context"
-	"encoding/json"
+	"encoding"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -51,8 +50,9 @@ type gvSandbox struct {
 	control        *os.File // engine's end: write
 	status         *os.File // engine's end: read
 	stdout, stderr *os.File // engine's ends: read
-	statusDec      *json.Decoder
-	diag           *boundedBuffer // runsc's own stdout and stderr
+	// statusMax bounds the next message read from init.
+	statusMax int64
+	diag      *boundedBuffer // runsc's own stdout and stderr
 
 	ran       bool
 	destroyed bool
@@ -101,6 +101,8 @@ func (s *gvSandbox) start(ctx context.Context, cfg sandbox.Config, platform stri
 		return err
 	}
 	setup := nsinit.SetupMessage{
+		MaskPaths:        nsinit.MaskedPaths,
+		ReadOnlyPaths:    nsinit.ReadOnlyPaths,
 		TmpBytes:         cfg.TmpBytes,
 		MaxInodes:        cfg.MaxInodes,
 		Hostname:         "sandbox",
@@ -115,10 +117,10 @@ func (s *gvSandbox) start(ctx context.Context, cfg sandbox.Config, platform stri
 		setup.JoinedNetwork = true
 		setup.DNS = cfg.Network.DNS
 	}
-	if err := json.NewEncoder(s.control).Encode(setup); err != nil {
+	if err := nsinit.WriteMessage(s.control, setup); err != nil {
 		return fmt.Errorf("send setup to init: %w%s", err, s.diagnostics())
 	}
-	s.statusDec = json.NewDecoder(io.LimitReader(s.status, maxStatusOverhead))
+	s.statusMax = maxStatusOverhead
 	var ready nsinit.ReadyMessage
 	if err := s.decodeStatus(ctx, setupTimeout, &ready); err != nil {
 		return fmt.Errorf("wait for init: %w%s", err, s.diagnostics())
@@ -224,8 +226,8 @@ func (s *gvSandbox) diagnostics() string {
 
 // decodeStatus reads one message from init within timeout (see
 // initbin.DecodeStatus), killing the sandbox when it gives up.
-func (s *gvSandbox) decodeStatus(ctx context.Context, timeout time.Duration, v any) error {
-	return initbin.DecodeStatus(ctx, s.statusDec, timeout, v, s.kill)
+func (s *gvSandbox) decodeStatus(ctx context.Context, timeout time.Duration, v encoding.BinaryUnmarshaler) error {
+	return initbin.DecodeStatus(ctx, s.status, s.statusMax, timeout, v, s.kill)
 }
 
 // kill ends the sandbox at once: every process in its cgroup (Sentry, gofer,
@@ -287,7 +289,7 @@ func (s *gvSandbox) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, 
 		}
 	}
 	drained := initbin.Drain(job, s.stdout, s.stderr)
-	if err := json.NewEncoder(s.control).Encode(initbin.JobMessage(job)); err != nil {
+	if err := nsinit.WriteMessage(s.control, initbin.JobMessage(job)); err != nil {
 		s.kill()
 		<-s.waitDone
 		return sandbox.Outcome{}, fmt.Errorf("send job to init: %w%s", err, s.diagnostics())
@@ -298,7 +300,7 @@ func (s *gvSandbox) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, 
 
 	// A hostile sandbox may send anything; it may not send more than the
 	// return budget allows.
-	s.statusDec = json.NewDecoder(io.LimitReader(s.status, 2*job.MaxReturnBytes+maxStatusOverhead))
+	s.statusMax = 2*job.MaxReturnBytes + maxStatusOverhead
 	var res nsinit.ResultMessage
 	decodeErr := s.decodeStatus(ctx, job.Timeout+collectGrace, &res)
 	if ctx.Err() != nil {

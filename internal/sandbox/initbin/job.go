@@ -2,7 +2,7 @@ package initbin
 
 import (
 	"context"
-	"encoding/json"
+	"encoding"
 	"errors"
 	"fmt"
 	"io"
@@ -84,12 +84,12 @@ func CloseAll(files ...*os.File) error {
 // ErrNoAnswer means init did not answer in time and its sandbox was killed.
 var ErrNoAnswer = errors.New("no answer from the sandbox's init")
 
-// DecodeStatus reads one message from init into v, giving up (and calling
-// kill, which must end the sandbox so that the read returns) when ctx ends
-// or timeout passes.
-func DecodeStatus(ctx context.Context, dec *json.Decoder, timeout time.Duration, v any, kill func()) error {
+// DecodeStatus reads one message of at most max bytes from init's status
+// pipe into v, giving up (and calling kill, which must end the sandbox so
+// that the read returns) when ctx ends or timeout passes.
+func DecodeStatus(ctx context.Context, status io.Reader, max int64, timeout time.Duration, v encoding.BinaryUnmarshaler, kill func()) error {
 	done := make(chan error, 1)
-	go func() { done <- dec.Decode(v) }()
+	go func() { done <- nsinit.ReadMessage(status, max, v) }()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {

@@ -15,7 +15,6 @@ import (
 	"github.com/scratchrun/scratchrun/internal/sandbox"
 	"github.com/scratchrun/scratchrun/internal/sandbox/cgroups"
 	"github.com/scratchrun/scratchrun/internal/sandbox/initbin"
-	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces/nsinit"
 	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces/spawner"
 	"github.com/scratchrun/scratchrun/internal/sandbox/seccomp"
 	"github.com/scratchrun/scratchrun/internal/sandbox/seccomp/bpfload"
@@ -32,36 +31,30 @@ type Options struct {
 	CgroupParent string
 	// Logger receives the backend's own diagnostics (never user data).
 	Logger *slog.Logger
-	// Spawner is the scratchrun-spawn helper that starts inits (see package
-	// spawner). Default: next to the running executable, else built from
-	// source into StateDir; "none" starts inits from Go (slower).
+	// Spawner is the scratchrun-spawn helper, which starts every sandbox and
+	// carries its init (see package spawner). Default: next to the running
+	// executable, else built from its embedded source into StateDir with
+	// the host's C compiler.
 	Spawner string
-	// InitBinary is the sandbox init program. Default: scratchrun-init next
-	// to the running executable, else the running executable itself (which
-	// must call RunInitIfRequested first thing).
-	InitBinary string
 }
-
-// RunInitIfRequested turns the process into a sandbox's init when it was
-// started as one (see nsinit.RunIfRequested); binaries that create sandboxes
-// call it first thing in main or TestMain.
-func RunInitIfRequested() { nsinit.RunIfRequested() }
 
 // Backend creates namespace sandboxes.
 type Backend struct {
 	opts        Options
 	cgroups     *cgroups.Manager
-	initPath    string
 	mountDir    string
 	rootless    bool
 	instance    string
 	seq         atomic.Uint64
 	limitations []string
 	seccomp     []byte // packed by bpfload.Encode
-	// spawner starts inits cheaply; nil: they start from Go.
-	spawner     *spawner.Spawner
-	spawnerLost sync.Once // logs the switch to Go once
 	keepCaps    []uintptr
+
+	spawnerMu       sync.Mutex
+	spawner         *spawner.Spawner // starts every init; replaced if it dies
+	spawnerPath     string
+	spawnerRestarts int
+	closed          bool
 }
 
 var _ sandbox.Backend = (*Backend)(nil)
@@ -78,9 +71,9 @@ func DefaultStateDir() string {
 	return filepath.Join(os.TempDir(), fmt.Sprintf("scratchrun-%d", os.Getuid()))
 }
 
-// New prepares the backend: it checks that user namespaces work, copies the
-// init binary where a sandbox's unprivileged uid can execute it, finds the
-// cgroup hierarchy and removes what a crashed engine left behind.
+// New prepares the backend: it checks that user namespaces work, starts the
+// spawner helper (building it first if needed), finds the cgroup hierarchy
+// and removes what a crashed engine left behind.
 func New(opts Options) (*Backend, error) {
 	if opts.StateDir == "" {
 		opts.StateDir = DefaultStateDir()
@@ -99,7 +92,7 @@ func New(opts Options) (*Backend, error) {
 		return nil, fmt.Errorf("create state directory %s: %w", opts.StateDir, err)
 	}
 	// The sandbox's root maps to an unprivileged host uid, which must be able
-	// to reach the init binary and the mount point.
+	// to reach the mount point.
 	if err := os.Chmod(opts.StateDir, 0o755); err != nil {
 		return nil, fmt.Errorf("chmod %s: %w", opts.StateDir, err)
 	}
@@ -120,16 +113,8 @@ func New(opts Options) (*Backend, error) {
 			b.keepCaps = append(b.keepCaps, c)
 		}
 	}
-	source, slow := initbin.Source(opts.InitBinary)
-	if slow {
-		b.limitations = append(b.limitations, fmt.Sprintf(
-			"scratchrun-init was not found next to %s; sandboxes start from this binary instead, which is slower (install both: go build -o DIR ./cmd/scratchrun ./cmd/scratchrun-init)", source))
-	}
-	if b.initPath, err = initbin.Install(opts.StateDir, source); err != nil {
-		return nil, err
-	}
 	if err := b.startSpawner(); err != nil {
-		opts.Logger.Warn("no spawner helper; sandboxes start from Go, more slowly", "err", err)
+		return nil, fmt.Errorf("the namespaces backend needs %s (scripts/install.sh builds it): %w", spawner.BinaryName, err)
 	}
 	b.instance, err = initbin.InstanceName(os.Getpid())
 	if err != nil {
@@ -156,9 +141,12 @@ func New(opts Options) (*Backend, error) {
 // state directory was created for this backend alone (tests), nothing else is
 // touched. Sandboxes must all be destroyed first.
 func (b *Backend) Close() error {
+	b.spawnerMu.Lock()
+	b.closed = true
 	if b.spawner != nil {
 		_ = b.spawner.Close()
 	}
+	b.spawnerMu.Unlock()
 	if b.cgroups == nil {
 		return nil
 	}

@@ -2,10 +2,9 @@ package namespaces
 
 import (
 	"context"
-	"encoding/json"
+	"encoding"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"syscall"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/scratchrun/scratchrun/internal/sandbox/cgroups"
 	"github.com/scratchrun/scratchrun/internal/sandbox/initbin"
 	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces/nsinit"
+	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces/spawner"
 )
 
 // Time allowed for steps the engine waits on. They bound how long a broken or
@@ -33,12 +33,13 @@ type nsSandbox struct {
 	id      string
 	backend *Backend
 	group   *cgroups.Group
-	init    initProcess
+	init    *spawner.Process
 
 	control        *os.File // engine's end: write
 	status         *os.File // engine's end: read
 	stdout, stderr *os.File // engine's ends: read
-	statusDec      *json.Decoder
+	// statusMax bounds the next message read from init.
+	statusMax int64
 
 	ran bool
 }
@@ -87,6 +88,8 @@ func (s *nsSandbox) start(ctx context.Context, cfg sandbox.Config) error {
 	// later is rooted here.
 	s.init = proc
 	setup := nsinit.SetupMessage{
+		MaskPaths:     nsinit.MaskedPaths,
+		ReadOnlyPaths: nsinit.ReadOnlyPaths,
 		RootFS:        cfg.Image.RootFS,
 		MountDir:      b.mountDir,
 		WritableBytes: cfg.WritableBytes,
@@ -106,10 +109,10 @@ func (s *nsSandbox) start(ctx context.Context, cfg sandbox.Config) error {
 		setup.JoinedNetwork = true
 		setup.DNS = cfg.Network.DNS
 	}
-	if err := json.NewEncoder(s.control).Encode(setup); err != nil {
+	if err := nsinit.WriteMessage(s.control, setup); err != nil {
 		return fmt.Errorf("send setup to init: %w", err)
 	}
-	s.statusDec = json.NewDecoder(s.status)
+	s.statusMax = maxStatusOverhead
 	var ready nsinit.ReadyMessage
 	if err := s.decodeStatus(ctx, setupTimeout, &ready); err != nil {
 		return fmt.Errorf("wait for init: %w", err)
@@ -122,15 +125,15 @@ func (s *nsSandbox) start(ctx context.Context, cfg sandbox.Config) error {
 
 // decodeStatus reads one message from init within timeout (see
 // initbin.DecodeStatus), killing the sandbox when it gives up.
-func (s *nsSandbox) decodeStatus(ctx context.Context, timeout time.Duration, v any) error {
-	return initbin.DecodeStatus(ctx, s.statusDec, timeout, v, s.kill)
+func (s *nsSandbox) decodeStatus(ctx context.Context, timeout time.Duration, v encoding.BinaryUnmarshaler) error {
+	return initbin.DecodeStatus(ctx, s.status, s.statusMax, timeout, v, s.kill)
 }
 
 // kill ends init with SIGKILL; the kernel then kills every process of the
 // sandbox's pid namespace.
 func (s *nsSandbox) kill() {
 	if s.init != nil {
-		s.init.kill()
+		_ = s.init.Kill()
 	}
 }
 
@@ -149,7 +152,7 @@ func (s *nsSandbox) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, 
 		}
 	}
 	drained := initbin.Drain(job, s.stdout, s.stderr)
-	if err := json.NewEncoder(s.control).Encode(initbin.JobMessage(job)); err != nil {
+	if err := nsinit.WriteMessage(s.control, initbin.JobMessage(job)); err != nil {
 		s.kill()
 		return sandbox.Outcome{}, fmt.Errorf("send job to init: %w", err)
 	}
@@ -158,7 +161,7 @@ func (s *nsSandbox) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, 
 
 	// A hostile init may send anything; it may not send more than the return
 	// budget allows.
-	s.statusDec = json.NewDecoder(io.LimitReader(s.status, 2*job.MaxReturnBytes+maxStatusOverhead))
+	s.statusMax = 2*job.MaxReturnBytes + maxStatusOverhead
 	var res nsinit.ResultMessage
 	decodeErr := s.decodeStatus(ctx, job.Timeout+collectGrace, &res)
 	if ctx.Err() != nil {
@@ -166,7 +169,7 @@ func (s *nsSandbox) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, 
 	}
 	engineTimedOut := errors.Is(decodeErr, initbin.ErrNoAnswer)
 	s.kill() // init is done (or broken); make sure everything is gone
-	s.init.wait()
+	s.init.Wait()
 	initbin.WaitDrained(drained, drainTimeout)
 
 	out := sandbox.Outcome{Files: res.Files, Notes: res.Notes, Duration: res.Duration}
@@ -201,7 +204,7 @@ func (s *nsSandbox) Destroy() sandbox.Teardown {
 	var errs []error
 	if s.init != nil {
 		s.kill()
-		s.init.wait()
+		s.init.Wait()
 	}
 	_ = initbin.CloseAll(s.control, s.status, s.stdout, s.stderr)
 	s.control, s.status, s.stdout, s.stderr = nil, nil, nil, nil

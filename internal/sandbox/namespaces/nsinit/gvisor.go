@@ -64,8 +64,7 @@ func runGVisorInit() int {
 			return err
 		}
 		// Always confine before reporting ready (as a warm namespaces
-		// sandbox does): one order of steps for cold and warm sandboxes, and
-		// runJob then skips its own lock-down (lockedDown is set).
+		// sandbox does): one order of steps for cold and warm sandboxes.
 		return lockDownGVisor(setup)
 	})
 }
@@ -91,7 +90,7 @@ func prepareGVisor(s SetupMessage) error {
 	// The Sentry's /proc shows no host state, but some of it is writable
 	// (the UTS hostname, a no-op sysrq-trigger): hide and freeze the same
 	// paths as in a namespaces sandbox, so that both refuse the same writes.
-	if err := maskProc("/"); err != nil {
+	if err := maskProc("/", s); err != nil {
 		return err
 	}
 	if len(s.DNS) > 0 {
@@ -120,7 +119,6 @@ func lockDownGVisor(setup SetupMessage) error {
 	if err := bpfload.InstallEncoded(setup.Seccomp); err != nil {
 		return fmt.Errorf("install seccomp filter: %w", err)
 	}
-	lockedDown = true
 	return nil
 }
 

@@ -1,62 +1,37 @@
 package nsinit
 
 import (
-	"encoding/json"
-	"fmt"
 	"os"
-	"runtime"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/scratchrun/scratchrun/internal/sandbox/seccomp/bpfload"
 )
 
-// RunIfRequested turns the process into a sandbox's init when it was
-// started as one, and never returns in that case. Every binary that creates
-// sandboxes (scratchrun itself, and test binaries) calls it first thing in main
-// or TestMain.
+// RunIfRequested turns the process into a gVisor sandbox's init (or the
+// probe) when it was started as one, and never returns in that case. Every
+// binary that creates gVisor sandboxes (scratchrun itself, and test
+// binaries) calls it first thing in main or TestMain.
 func RunIfRequested() {
-	if code, ran := runOtherRole(); ran { // gVisor roles: see gvisor.go
+	if code, ran := runOtherRole(); ran { // see gvisor.go
 		os.Exit(code)
 	}
-	if len(os.Args) == 0 || os.Args[0] != Arg0 {
-		return
-	}
-	// Capability bounding set, cgroup namespace and the fork of user code are
-	// per-thread in Linux: do all of them on one thread.
-	runtime.LockOSThread()
-	os.Exit(runInit())
 }
 
-// Main runs init unconditionally: the entry point of the dedicated
-// scratchrun-init binary.
+// Main is the entry point of the dedicated scratchrun-init binary.
 func Main() {
-	if code, ran := runOtherRole(); ran { // gVisor roles: see gvisor.go
+	if code, ran := runOtherRole(); ran {
 		os.Exit(code)
 	}
-	runtime.LockOSThread()
-	os.Exit(runInit())
+	os.Stderr.WriteString("scratchrun-init: runs only as a gVisor sandbox's init, started by the engine\n")
+	os.Exit(2)
 }
 
-func runInit() int {
-	return serveProtocol(func(setup SetupMessage) error {
-		if err := buildRoot(setup); err != nil {
-			return err
-		}
-		if setup.Prestart != nil || setup.LockDownEarly {
-			return lockDown(setup)
-		}
-		return nil
-	})
-}
-
-// serveProtocol is init's side of the protocol, the same for every kind of
-// sandbox: read the setup, prepare the sandbox (prepare builds it and, when
-// it must, confines it before ready), pre-start the interpreter, report
-// ready, read the one job, run it, report its result.
+// serveProtocol is init's side of the protocol (the namespaces backend's C
+// init, spawner/c/init.c, follows the same steps): read the setup, prepare
+// the sandbox (prepare finishes it and confines init), pre-start the
+// interpreter, report ready, read the one job, run it, report its result.
 func serveProtocol(prepare func(SetupMessage) error) int {
 	// Nothing init inherited beyond its five descriptors may reach user
 	// code, whatever the engine's own parent left open in it.
@@ -66,15 +41,12 @@ func serveProtocol(prepare func(SetupMessage) error) int {
 	// User code must not inherit the engine's pipes.
 	unix.CloseOnExec(controlFD)
 	unix.CloseOnExec(statusFD)
-	dec := json.NewDecoder(control)
-	enc := json.NewEncoder(status)
-
 	var setup SetupMessage
-	if err := dec.Decode(&setup); err != nil {
+	if err := ReadMessage(control, MaxSetupBytes, &setup); err != nil {
 		return 1
 	}
 	if err := prepare(setup); err != nil {
-		_ = enc.Encode(ReadyMessage{Error: err.Error()})
+		_ = WriteMessage(status, ReadyMessage{Error: err.Error()})
 		return 1
 	}
 	var warm *prestarted
@@ -82,35 +54,29 @@ func serveProtocol(prepare func(SetupMessage) error) int {
 		// A pre-start that fails is not fatal: the job then starts cold.
 		warm, _ = startPrestart(*setup.Prestart)
 	}
-	if err := enc.Encode(ReadyMessage{Ready: true}); err != nil {
+	if err := WriteMessage(status, ReadyMessage{Ready: true}); err != nil {
 		return 1
 	}
 
 	var job JobMessage
-	if err := dec.Decode(&job); err != nil {
+	if err := ReadMessage(control, MaxJobBytes, &job); err != nil {
 		// The engine went away or destroyed us unused: nothing to report.
 		return 0
 	}
 	control.Close()
-	if err := enc.Encode(runJob(job, warm, setup)); err != nil {
+	if err := WriteMessage(status, runJob(job, warm)); err != nil {
 		return 1
 	}
 	return 0
 }
 
-// runJob stages files, locks the sandbox down, runs the program, reaps every
-// process and collects the return files.
-func runJob(job JobMessage, warm *prestarted, setup SetupMessage) ResultMessage {
+// runJob stages files, runs the program, reaps every process and collects
+// the return files. Init is already confined (prepare did it).
+func runJob(job JobMessage, warm *prestarted) ResultMessage {
 	res := ResultMessage{Files: map[string][]byte{}}
 	if err := writeFiles(job.Files); err != nil {
 		res.Error = err.Error()
 		return res
-	}
-	if !lockedDown {
-		if err := lockDown(setup); err != nil {
-			res.Error = err.Error()
-			return res
-		}
 	}
 	start := time.Now()
 	pid, err := warm.deliver(job)
@@ -179,27 +145,4 @@ func reapAll() {
 			return
 		}
 	}
-}
-
-// lockedDown records that lockDown has run (it must run exactly once).
-var lockedDown bool
-
-// lockDown is the last step before user code: a fresh cgroup namespace rooted
-// at the sandbox's cgroup, capabilities cut to Docker's default set, init made
-// unreadable to ptrace, and the seccomp filter (which also sets no_new_privs).
-func lockDown(setup SetupMessage) error {
-	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
-		return fmt.Errorf("unshare cgroup namespace: %w", err)
-	}
-	if err := dropBoundingSet(setup.KeepCapabilities); err != nil {
-		return err
-	}
-	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		return fmt.Errorf("set init non-dumpable: %w", err)
-	}
-	if err := bpfload.InstallEncoded(setup.Seccomp); err != nil {
-		return fmt.Errorf("install seccomp filter: %w", err)
-	}
-	lockedDown = true
-	return nil
 }

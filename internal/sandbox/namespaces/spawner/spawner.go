@@ -2,19 +2,20 @@
 // scratchrun-spawn, a small C helper (c/spawn.c) the engine keeps running: Go
 // itself can only create a user namespace by forking the engine's whole
 // address space, which cost several times more per sandbox than the helper's
-// fork (see c/spawn.c for the numbers).
+// fork (see c/spawn.c for the numbers). The helper also carries the
+// namespaces backend's sandbox init (c/init.c), which its child runs without
+// an exec (Request.BuiltinInit).
 //
 // The helper is found next to the running executable (scripts/install.sh
 // builds it there), or built from the embedded source with the host's C
 // compiler into the backend's state directory, cached by source hash.
-// Without either, callers fall back to starting init from Go.
 package spawner
 
 import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	_ "embed"
+	"embed"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -32,14 +33,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-//go:embed c/spawn.c
-var source []byte
+//go:embed c/spawn.c c/init.c c/init.h
+var sources embed.FS
+
+// sourceFiles are the helper's sources; the .c files are compiled together.
+var sourceFiles = []string{"spawn.c", "init.c", "init.h"}
 
 // BinaryName is the helper's file name next to scratchrun.
 const BinaryName = "scratchrun-spawn"
 
 // protocolVersion must match PROTOCOL_VERSION in c/spawn.c.
-const protocolVersion = 2
+const protocolVersion = 3
 
 // replyTimeout bounds a spawn: the helper answers once the child has
 // executed init, a few milliseconds normally.
@@ -49,9 +53,16 @@ const replyTimeout = 30 * time.Second
 // another way from now on.
 var ErrDead = errors.New("spawner helper gone")
 
-// Source returns the helper's C source (scripts/install.sh compiles the same
-// file).
-func Source() []byte { return source }
+// sourceHash identifies this build's sources.
+func sourceHash() string {
+	h := sha256.New()
+	for _, name := range sourceFiles {
+		data, _ := sources.ReadFile("c/" + name)
+		fmt.Fprintf(h, "%s %d\n", name, len(data))
+		h.Write(data)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:6])
+}
 
 // Find returns the helper to use: configured if set, else scratchrun-spawn
 // next to the running executable, else a build of the embedded source in
@@ -67,8 +78,7 @@ func Find(configured, dir string) (string, error) {
 			return candidate, nil
 		}
 	}
-	sum := sha256.Sum256(source)
-	target := filepath.Join(dir, "spawn-"+hex.EncodeToString(sum[:6]))
+	target := filepath.Join(dir, "spawn-"+sourceHash())
 	if _, err := os.Stat(target); err == nil {
 		return target, nil
 	}
@@ -88,21 +98,27 @@ func Build(target string) (string, error) {
 	if compiler == "" {
 		return "", errors.New("no C compiler (cc) to build " + BinaryName)
 	}
-	dir := filepath.Dir(target)
-	src, err := os.CreateTemp(dir, ".spawn-*.c")
+	// A directory of its own: two engines may build at once.
+	src, err := os.MkdirTemp(filepath.Dir(target), ".spawn-")
 	if err != nil {
 		return "", err
 	}
-	defer os.Remove(src.Name())
-	if _, err := src.Write(source); err != nil {
-		src.Close()
-		return "", err
+	defer os.RemoveAll(src)
+	args := []string{"-O2", "-o", filepath.Join(src, BinaryName)}
+	for _, name := range sourceFiles {
+		data, err := sources.ReadFile("c/" + name)
+		if err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(filepath.Join(src, name), data, 0o644); err != nil {
+			return "", err
+		}
+		if strings.HasSuffix(name, ".c") {
+			args = append(args, filepath.Join(src, name))
+		}
 	}
-	src.Close()
-	// A name of its own: two engines may build at once.
-	tmp := strings.TrimSuffix(src.Name(), ".c")
-	defer os.Remove(tmp)
-	out, err := exec.Command(compiler, "-O2", "-o", tmp, src.Name()).CombinedOutput()
+	tmp := filepath.Join(src, BinaryName)
+	out, err := exec.Command(compiler, args...).CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("build %s: %v: %s", BinaryName, err, bytes.TrimSpace(out))
 	}
@@ -188,8 +204,10 @@ func (s *Spawner) Close() error {
 	return nil
 }
 
-// Dead reports whether the helper is gone (callers then start processes
-// another way).
+// Pid is the helper's process id.
+func (s *Spawner) Pid() int { return s.cmd.Process.Pid }
+
+// Dead reports whether the helper is gone.
 func (s *Spawner) Dead() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -198,9 +216,12 @@ func (s *Spawner) Dead() bool {
 
 // Request describes one init process.
 type Request struct {
-	Path string
-	Argv []string
-	Env  []string
+	// BuiltinInit runs the helper's own sandbox init (c/init.c) in the
+	// child instead of executing Path; Path, Argv and Env are then unused.
+	BuiltinInit bool
+	Path        string
+	Argv        []string
+	Env         []string
 	// CloneFlags are the CLONE_NEW* namespaces to create.
 	CloneFlags uintptr
 	// UIDMap and GIDMap are written to the child's uid_map and gid_map
@@ -237,7 +258,7 @@ type request struct {
 	Argc, Envc    uint32
 	StringsLen    uint32
 	Cgroupc       uint32
-	_             uint32
+	BuiltinInit   uint32
 }
 
 // reply mirrors struct reply in c/spawn.c.
@@ -266,6 +287,9 @@ func (s *Spawner) Spawn(ctx context.Context, r Request) (*Process, error) {
 		Envc: uint32(len(r.Env)), StringsLen: uint32(strs.Len()), Cgroupc: uint32(len(r.CgroupProcs))}
 	if r.DenySetgroups {
 		req.DenySetgroups = 1
+	}
+	if r.BuiltinInit {
+		req.BuiltinInit = 1
 	}
 	fds := []int{int(r.Stdout.Fd()), int(r.Stderr.Fd()), int(r.FD3.Fd()), int(r.FD4.Fd())}
 	if r.JoinNetNS {

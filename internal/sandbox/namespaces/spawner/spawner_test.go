@@ -338,13 +338,24 @@ func TestStartRefusesOtherProtocol(t *testing.T) {
 		t.Skip("needs root")
 	}
 	dir := t.TempDir()
-	src := filepath.Join(dir, "old.c")
-	old := strings.Replace(string(Source()), "#define PROTOCOL_VERSION 2", "#define PROTOCOL_VERSION 1", 1)
-	if err := os.WriteFile(src, []byte(old), 0o644); err != nil {
-		t.Fatal(err)
+	for _, name := range sourceFiles {
+		data, err := sources.ReadFile("c/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "spawn.c" {
+			current := fmt.Sprintf("#define PROTOCOL_VERSION %d\n", protocolVersion)
+			if !strings.Contains(string(data), current) {
+				t.Fatalf("spawn.c does not define %q", current)
+			}
+			data = []byte(strings.Replace(string(data), current, "#define PROTOCOL_VERSION 1\n", 1))
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	bin := filepath.Join(dir, "old")
-	if out, err := exec.Command("cc", "-O2", "-o", bin, src).CombinedOutput(); err != nil {
+	if out, err := exec.Command("cc", "-O2", "-o", bin, filepath.Join(dir, "spawn.c"), filepath.Join(dir, "init.c")).CombinedOutput(); err != nil {
 		t.Fatalf("cc: %v: %s", err, out)
 	}
 	if s, err := Start(bin); err == nil {

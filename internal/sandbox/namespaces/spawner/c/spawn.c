@@ -15,8 +15,10 @@
 //   reply:    struct reply, with the child's pidfd (SCM_RIGHTS) on success.
 // One request at a time. The child joins its cgroups (written here while it
 // waits, so no pid can have been recycled and everything init does is
-// charged to the sandbox), then executes init; the reply comes once it has
-// (or has failed to). The program exits when the engine closes the socket,
+// charged to the sandbox), then becomes init: it runs the built-in sandbox
+// init (init.c) when the request asks for it, which is how the engine
+// starts every namespaces sandbox, or executes the requested program. The
+// reply comes once it has (or has failed to). The program exits when the engine closes the socket,
 // and dies with the engine (PR_SET_PDEATHSIG); each child dies with it.
 #define _GNU_SOURCE
 #include <errno.h>
@@ -35,8 +37,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "init.h"
+
 #define SOCKET_FD 3
-#define PROTOCOL_VERSION 2
+#define PROTOCOL_VERSION 3
 #define MAX_REQUEST (256 * 1024)
 #define CHILD_FDS 4 // stdout, stderr, fd 3, fd 4
 
@@ -50,7 +54,8 @@
 
 // request is followed by NUL-terminated strings: the program path, the
 // uid_map text, the gid_map text, cgroupc cgroup.procs paths, then argc
-// arguments and envc environment entries.
+// arguments and envc environment entries (the path, arguments and
+// environment are unused for the built-in init).
 struct request {
 	uint32_t version;
 	uint32_t want_netns;     // 1: the last descriptor is a netns to be born in
@@ -60,7 +65,7 @@ struct request {
 	uint32_t envc;
 	uint32_t strings_len;
 	uint32_t cgroupc;
-	uint32_t pad;
+	uint32_t builtin_init; // 1: run sandbox_init instead of executing a program
 };
 
 struct reply {
@@ -105,21 +110,29 @@ static int write_file(const char *path, const char *data) {
 	return w == (ssize_t)n ? 0 : -1;
 }
 
-// cloexec_from marks every descriptor from first on close-on-exec:
-// close_range where the kernel has it (5.11), else by listing them.
-static int cloexec_from(int first) {
-	if (syscall(SYS_close_range, first, ~0U, CLOSE_RANGE_CLOEXEC) == 0)
+// cloexec_from marks every descriptor from first on close-on-exec, or closes
+// them when close_now is set: close_range where the kernel has it (5.11),
+// else by listing them.
+static int cloexec_from(int first, int close_now) {
+	if (syscall(SYS_close_range, first, ~0U, close_now ? 0 : CLOSE_RANGE_CLOEXEC) == 0)
 		return 0;
 	DIR *d = opendir("/proc/self/fd");
 	if (!d)
 		return -1;
 	struct dirent *e;
-	while ((e = readdir(d))) {
+	int fds[1024], n = 0;
+	while ((e = readdir(d)) && n < 1024) {
 		int fd = atoi(e->d_name);
 		if (fd >= first && fd != dirfd(d))
-			fcntl(fd, F_SETFD, FD_CLOEXEC);
+			fds[n++] = fd;
 	}
 	closedir(d);
+	for (int i = 0; i < n; i++) {
+		if (close_now)
+			close(fds[i]);
+		else
+			fcntl(fds[i], F_SETFD, FD_CLOEXEC);
+	}
 	return 0;
 }
 
@@ -187,16 +200,26 @@ static void child(int sync_r, int err_w, int fds[CHILD_FDS], const struct reques
 			goto fail;
 		}
 	}
-	// Nothing else of ours reaches init (the error pipe closes on exec).
-	if (cloexec_from(CHILD_FDS + 1) < 0) {
-		step = "mark descriptors close-on-exec";
-		goto fail;
-	}
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	for (int s = 1; s < NSIG; s++)
 		signal(s, SIG_DFL); // ignored signals would stay ignored across exec
+	if (req->builtin_init) {
+		// Nothing else of ours stays open in init; closing the error pipe
+		// tells the parent that init runs.
+		if (cloexec_from(CHILD_FDS + 1, 1) < 0) {
+			step = "close descriptors";
+			goto fail;
+		}
+		prctl(PR_SET_NAME, "init");
+		sandbox_init();
+	}
+	// Nothing else of ours reaches init (the error pipe closes on exec).
+	if (cloexec_from(CHILD_FDS + 1, 0) < 0) {
+		step = "mark descriptors close-on-exec";
+		goto fail;
+	}
 	execve(path, argv, envp);
 	step = "execve";
 fail:
@@ -245,7 +268,8 @@ static int spawn(void) {
 		goto done;
 	}
 	memcpy(&req, buf, sizeof req);
-	if (req.version != PROTOCOL_VERSION || req.strings_len != n - sizeof req || req.argc == 0 ||
+	if (req.version != PROTOCOL_VERSION || req.strings_len != n - sizeof req || req.builtin_init > 1 ||
+	    (req.argc == 0 && !req.builtin_init) ||
 	    req.argc >= 256 || req.envc >= 1024 || req.cgroupc > 8 ||
 	    nfds != CHILD_FDS + (req.want_netns ? 1 : 0) || buf[n - 1] != 0 ||
 	    (req.clone_flags & ~(uint64_t)ALLOWED_FLAGS) || (req.clone_flags & REQUIRED_FLAGS) != REQUIRED_FLAGS ||
@@ -354,7 +378,8 @@ static int spawn(void) {
 		goto close_pipes;
 	}
 	(void)!write(sync_pipe[1], "g", 1);
-	// EOF: the child executed init (the pipe closed on exec).
+	// EOF: the child executed init (the pipe closed on exec) or runs the
+	// built-in one (which closed it).
 	struct reply failed;
 	ssize_t got;
 	do
