@@ -148,6 +148,20 @@ func TestHostileThreadBomb(t *testing.T) {
 	})
 }
 
+// A steady stream of exiting orphans (init reaps each one) does not postpone
+// the timeout: init still kills at the deadline and returns the files, which
+// the engine's backstop, a grace period later, would lose.
+func TestHostileOrphanStreamStillTimesOut(t *testing.T) {
+	forEachBackend(t, nil, func(t *testing.T, e *Engine) {
+		res := run(t, e, execapi.Request{Runtime: "bash", Limits: execapi.Limits{TimeoutMS: 1500}, ReturnFiles: []string{"/tmp/kept"},
+			Code: "echo kept > /tmp/kept; while :; do (true &) ; done"})
+		// "a2VwdAo=" is base64 of "kept\n".
+		if res.ExitCode != execapi.ExitTimeout || res.Files["/tmp/kept"] != "a2VwdAo=" {
+			t.Errorf("exit %d, files %v, note %q", res.ExitCode, res.Files, res.Note)
+		}
+	})
+}
+
 // A gigabyte of output neither blocks the run nor fills the engine's memory.
 func TestHostileGigabyteOfOutput(t *testing.T) {
 	forEachBackend(t, nil, func(t *testing.T, e *Engine) {

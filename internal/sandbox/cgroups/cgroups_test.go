@@ -18,7 +18,7 @@ func TestGroupLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.RemoveParent()
-	g, err := m.Create("g1", Limits{MemoryBytes: 64 << 20, MaxPids: 17, CPUs: 0.5})
+	g, err := m.Create("g1", Limits{MemoryBytes: 64 << 20, MaxPids: 17, CPUs: 0.5, Background: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,6 +38,16 @@ func TestGroupLifecycle(t *testing.T) {
 	}
 	if got := read("pids", "pids.max", "pids.max"); got != "17\n" {
 		t.Errorf("pids.max %q", got)
+	}
+	// Built in the background: a tenth of the normal weight, until its job.
+	if got := read("cpu", "cpu.shares", "cpu.weight"); got != map[Version]string{V1: "102\n", V2: "10\n"}[m.Version()] {
+		t.Errorf("background CPU weight %q", got)
+	}
+	if err := g.SetBackground(false); err != nil {
+		t.Fatal(err)
+	}
+	if got := read("cpu", "cpu.shares", "cpu.weight"); got != map[Version]string{V1: "1024\n", V2: "100\n"}[m.Version()] {
+		t.Errorf("normal CPU weight %q", got)
 	}
 	if err := g.SetMemory(32 << 20); err != nil {
 		t.Errorf("lowering memory: %v", err)

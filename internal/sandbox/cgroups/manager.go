@@ -20,6 +20,9 @@ type Limits struct {
 	MaxPids int64
 	// CPUs caps CPU time, in cores (1.5 = one and a half cores).
 	CPUs float64
+	// Background starts the group at a tenth of the normal CPU weight (see
+	// SetBackground).
+	Background bool
 }
 
 // Manager creates sandbox groups below one parent directory of the hierarchy.
@@ -202,6 +205,11 @@ func (g *Group) apply(l Limits) error {
 			return err
 		}
 	}
+	if l.Background {
+		if err := g.SetBackground(true); err != nil {
+			return err
+		}
+	}
 	if l.CPUs > 0 {
 		const period = 100000
 		quota := int64(l.CPUs * period)
@@ -214,6 +222,19 @@ func (g *Group) apply(l Limits) error {
 		return write(g.dir("cpu"), "cpu.cfs_quota_us", strconv.FormatInt(quota, 10))
 	}
 	return nil
+}
+
+// SetBackground gives the group a tenth of the normal CPU weight (on) or the
+// normal weight back (off). A warm sandbox is built in the background: its
+// processes then get CPU time mostly when the calls being served leave
+// some, instead of taking an equal share from them; it gets the normal
+// weight when its job arrives. (A tenth, not the minimum: a build must still
+// finish within its timeouts on a busy machine.)
+func (g *Group) SetBackground(on bool) error {
+	if g.version == V2 {
+		return write(g.dir("cpu"), "cpu.weight", map[bool]string{true: "10", false: "100"}[on])
+	}
+	return write(g.dir("cpu"), "cpu.shares", map[bool]string{true: "102", false: "1024"}[on])
 }
 
 // SetMemory sets the memory limit, swap included, to bytes.

@@ -54,7 +54,9 @@ type gvSandbox struct {
 	statusMax int64
 	diag      *boundedBuffer // runsc's own stdout and stderr
 
-	ran       bool
+	ran bool
+	// warm: built ahead of demand, at background CPU weight until Run.
+	warm      bool
 	destroyed bool
 	teardown  sandbox.Teardown // the first Destroy's, repeated by later calls
 	waitDone  chan struct{}
@@ -78,7 +80,7 @@ func (s *gvSandbox) start(ctx context.Context, cfg sandbox.Config, platform stri
 		in.hostPids = 2*cfg.MaxPids + 256
 	}
 	if b.cgroups != nil {
-		g, err := b.cgroups.Create(s.id, cgroups.Limits{MemoryBytes: in.memory, MaxPids: in.hostPids, CPUs: cfg.CPUs})
+		g, err := b.cgroups.Create(s.id, cgroups.Limits{MemoryBytes: in.memory, MaxPids: in.hostPids, CPUs: cfg.CPUs, Background: cfg.Warm})
 		if err != nil {
 			return err
 		}
@@ -283,10 +285,12 @@ func (s *gvSandbox) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, 
 	if s.destroyed || s.cmd == nil || s.exited() {
 		return sandbox.Outcome{}, fmt.Errorf("sandbox %s is no longer running%s", s.id, s.diagnostics())
 	}
-	if s.group != nil && job.MemoryBytes > 0 {
-		if err := initbin.SetJobMemory(s.group.SetMemory, job.MemoryBytes+s.backend.overhead); err != nil {
-			return sandbox.Outcome{}, err
-		}
+	memory := int64(0)
+	if job.MemoryBytes > 0 {
+		memory = job.MemoryBytes + s.backend.overhead
+	}
+	if err := initbin.PrepareGroup(s.group, s.warm, memory); err != nil {
+		return sandbox.Outcome{}, err
 	}
 	drained := initbin.Drain(job, s.stdout, s.stderr)
 	if err := nsinit.WriteMessage(s.control, initbin.JobMessage(job)); err != nil {

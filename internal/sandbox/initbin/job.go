@@ -12,14 +12,28 @@ import (
 	"time"
 
 	"github.com/scratchrun/scratchrun/internal/sandbox"
+	"github.com/scratchrun/scratchrun/internal/sandbox/cgroups"
 	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces/nsinit"
 )
 
-// SetJobMemory applies a job's memory limit through set (a cgroup's
-// SetMemory); a limit below what the sandbox already uses becomes
-// sandbox.ErrLimitBelowUsage, so the engine can fall back to a fresh sandbox.
-func SetJobMemory(set func(int64) error, bytes int64) error {
-	err := set(bytes)
+// PrepareGroup readies a sandbox's cgroup for its job: a warm sandbox,
+// built at background CPU weight, gets the normal weight back, and the
+// job's memory limit (bytes, when above 0) is applied. A limit below what
+// the sandbox already uses becomes sandbox.ErrLimitBelowUsage, so the engine
+// can fall back to a fresh sandbox.
+func PrepareGroup(g *cgroups.Group, warm bool, bytes int64) error {
+	if g == nil {
+		return nil
+	}
+	if warm {
+		if err := g.SetBackground(false); err != nil {
+			return err
+		}
+	}
+	if bytes <= 0 {
+		return nil
+	}
+	err := g.SetMemory(bytes)
 	if errors.Is(err, syscall.EBUSY) {
 		return fmt.Errorf("%w: %v", sandbox.ErrLimitBelowUsage, err)
 	}

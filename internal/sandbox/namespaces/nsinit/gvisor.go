@@ -1,6 +1,7 @@
 package nsinit
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -75,6 +76,10 @@ func runGVisorInit() int {
 // the resolver configuration for egress.
 // It needs CAP_SYS_ADMIN inside the Sentry, which lockDownGVisor then drops.
 func prepareGVisor(s SetupMessage) error {
+	// An engine that forgot the /proc lists must not get an unmasked /proc.
+	if len(s.MaskPaths) == 0 || len(s.ReadOnlyPaths) == 0 {
+		return errors.New("setup has no /proc paths to mask")
+	}
 	for _, m := range []struct {
 		path string
 		mode string

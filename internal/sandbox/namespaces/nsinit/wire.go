@@ -13,7 +13,8 @@ import (
 // form, because one of the two inits (the namespaces backend's, in
 // scratchrun-spawn) is C, which has no JSON decoder we would trust with
 // hostile bytes, and because decoding JSON was a measurable part of the Go
-// init's start. spawner/c/wire.h is the C side; keep the two in step.
+// init's start. The readers and writers in spawner/c/init.c are the C side;
+// keep the two in step.
 //
 // A message is a frame: its body's length as a little-endian uint32, then
 // the body. A body is a fixed sequence of fields, each one of:

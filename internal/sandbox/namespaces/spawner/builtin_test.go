@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces/nsinit"
@@ -19,7 +20,8 @@ import (
 // the engine: see internal/engine.)
 func TestBuiltinInitRefusesMalformedSetup(t *testing.T) {
 	s, _ := startTestSpawner(t)
-	valid, err := nsinit.SetupMessage{RootFS: "/nonexistent", Hostname: "x", Seccomp: make([]byte, 8)}.MarshalBinary()
+	valid, err := nsinit.SetupMessage{RootFS: "/nonexistent", Hostname: "x", Seccomp: make([]byte, 8),
+		MaskPaths: []string{"/proc/kcore"}, ReadOnlyPaths: []string{"/proc/sys"}}.MarshalBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +33,9 @@ func TestBuiltinInitRefusesMalformedSetup(t *testing.T) {
 	// and the flags.
 	dnsAt := 4 + len("/nonexistent") + 4 + 8*3 + 4 + len("x") + 8
 	binary.LittleEndian.PutUint32(hugeList[dnsAt:], 1<<30)
-	withNUL, _ := nsinit.SetupMessage{RootFS: "/a\x00b", Hostname: "x", Seccomp: make([]byte, 8)}.MarshalBinary()
+	withNUL, _ := nsinit.SetupMessage{RootFS: "/a\x00b", Hostname: "x", Seccomp: make([]byte, 8),
+		MaskPaths: []string{"/proc/kcore"}, ReadOnlyPaths: []string{"/proc/sys"}}.MarshalBinary()
+	noMasks, _ := nsinit.SetupMessage{RootFS: "/nonexistent", Hostname: "x", Seccomp: make([]byte, 8)}.MarshalBinary()
 	cases := []struct {
 		name, input, want string
 	}{
@@ -39,6 +43,7 @@ func TestBuiltinInitRefusesMalformedSetup(t *testing.T) {
 		{"trailing bytes", string(frame(append(slices.Clone(valid), 0))), "malformed setup message"},
 		{"impossible list count", string(frame(hugeList)), "malformed setup message"},
 		{"NUL in a path", string(frame(withNUL)), "malformed setup message"},
+		{"no /proc paths to mask", string(frame(noMasks)), "malformed setup message"},
 		{"over the size limit", string(binary.LittleEndian.AppendUint32(nil, nsinit.MaxSetupBytes+1)), ""},
 	}
 	for _, c := range cases {
@@ -84,5 +89,21 @@ func TestBuiltinInitRefusesMalformedSetup(t *testing.T) {
 				t.Errorf("got %+v (%v), want the error %q", ready, err, c.want)
 			}
 		})
+	}
+}
+
+// The built-in init builds a whole sandbox: the helper refuses to start it
+// without every namespace (a shared IPC namespace would reach the host's
+// System V IPC).
+func TestBuiltinInitNeedsEveryNamespace(t *testing.T) {
+	s, _ := startTestSpawner(t)
+	for _, missing := range []uintptr{syscall.CLONE_NEWIPC, syscall.CLONE_NEWUTS, syscall.CLONE_NEWNET} {
+		p := newChildPipes(t)
+		_, err := s.Spawn(context.Background(), Request{BuiltinInit: true, CloneFlags: namespaces &^ missing,
+			UIDMap: "0 1000000000 65536\n", GIDMap: "0 1000000000 65536\n",
+			Stdout: p.outW, Stderr: p.errW, FD3: p.ctlR, FD4: p.statusW})
+		if err == nil || !strings.Contains(err.Error(), "malformed request") {
+			t.Errorf("without namespace %#x: %v", missing, err)
+		}
 	}
 }

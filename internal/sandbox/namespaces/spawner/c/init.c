@@ -153,11 +153,16 @@ static char *get_str(struct reader *r) {
 	return s;
 }
 
+// MAX_LIST bounds a list (argv, env, paths): far above what the engine
+// sends, and it keeps a list of empty strings from costing many times its
+// size in memory.
+#define MAX_LIST 65536
+
 // get_list returns a NULL-terminated array of strings.
 static char **get_list(struct reader *r, uint32_t *count) {
 	uint32_t n = get_u32(r);
 	// Each entry takes at least its 4-byte length.
-	if ((uint64_t)n * 4 > (uint64_t)(r->end - r->p)) {
+	if (n > MAX_LIST || (uint64_t)n * 4 > (uint64_t)(r->end - r->p)) {
 		r->bad = 1;
 		n = 0;
 	}
@@ -286,8 +291,9 @@ static int parse_setup(struct reader *r, struct setup *s) {
 	s->hostname = get_str(r);
 	s->flags = get_u64(r);
 	s->dns = get_list(r, &s->dns_count);
-	s->mask_paths = get_list(r, NULL);
-	s->readonly_paths = get_list(r, NULL);
+	uint32_t masked, readonly;
+	s->mask_paths = get_list(r, &masked);
+	s->readonly_paths = get_list(r, &readonly);
 	s->seccomp = get_bytes(r, &s->seccomp_len);
 	s->keep_caps = get_u64(r);
 	s->prestart_argv = get_list(r, &s->prestart_argc);
@@ -296,6 +302,9 @@ static int parse_setup(struct reader *r, struct setup *s) {
 	if (r->bad || r->p != r->end)
 		return -1;
 	if ((s->flags & SETUP_PRESTART) && s->prestart_argc == 0)
+		return -1;
+	// An engine that forgot the /proc lists must not get an unmasked /proc.
+	if (masked == 0 || readonly == 0)
 		return -1;
 	return 0;
 }
@@ -644,7 +653,7 @@ static pid_t start_process(char **argv, char **env, const char *dir, int fd3) {
 			err = errno;
 		else if (fd3 == 3 && fcntl(3, F_SETFD, 0) < 0)
 			err = errno;
-		else if (chdir(dir) < 0)
+		else if (dir[0] && chdir(dir) < 0)
 			err = errno;
 		else {
 			execve(argv[0], argv, env);
@@ -719,7 +728,8 @@ static int parse_job(struct reader *r, struct job *j) {
 	j->return_files = get_list(r, &j->return_count);
 	j->max_return_bytes = get_u64(r);
 	j->timeout_ns = get_u64(r);
-	if (r->bad || r->p != r->end || j->argc == 0)
+	// Go sends these as int64: above INT64_MAX they were negative there.
+	if (r->bad || r->p != r->end || j->argc == 0 || j->max_return_bytes > INT64_MAX || j->timeout_ns > INT64_MAX)
 		return -1;
 	return 0;
 }
@@ -748,6 +758,8 @@ static int write_files(const struct job *j) {
 			return rc;
 		}
 		close(fd);
+		free(j->file_data[i]);
+		j->file_data[i] = NULL;
 	}
 	return 0;
 }
@@ -786,8 +798,11 @@ static uint64_t now_ns(void) {
 }
 
 // reap_until reaps children (orphans reparent to init, pid 1) until pid
-// exits or the deadline passes; it returns 1 with pid's status, or 0 at the
-// deadline. SIGCHLD is blocked, so sigtimedwait sleeps until one arrives.
+// exits or the deadline passes; it returns 1 with pid's status, 0 at the
+// deadline, or -1 if no child is left at all (pid was lost). SIGCHLD is
+// blocked, so sigtimedwait sleeps until one arrives. The deadline is checked
+// after every reap: a program that makes orphans exit in a steady stream
+// must not postpone its own timeout.
 static int reap_until(pid_t pid, uint64_t deadline, int *status) {
 	sigset_t chld;
 	sigemptyset(&chld);
@@ -800,11 +815,11 @@ static int reap_until(pid_t pid, uint64_t deadline, int *status) {
 				*status = st;
 				return 1;
 			}
+			if (now_ns() >= deadline)
+				return 0;
 		}
-		if (got < 0 && errno == ECHILD) {
-			*status = 0;
-			return 1;
-		}
+		if (got < 0 && errno == ECHILD)
+			return -1;
 		uint64_t now = now_ns();
 		if (now >= deadline)
 			return 0;
@@ -913,11 +928,15 @@ static void run_job(const struct setup *s, struct job *j, struct prestarted *war
 	if (deadline < start)
 		deadline = UINT64_MAX;
 	int status = 0;
-	if (!reap_until(pid, deadline, &status)) {
+	int reaped = reap_until(pid, deadline, &status);
+	if (reaped == 0) {
 		flags |= RESULT_TIMED_OUT;
 		kill(-1, SIGKILL);
 		while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
 		}
+	} else if (reaped < 0) {
+		error = "init lost track of the program";
+		goto send;
 	}
 	duration = now_ns() - start;
 	// Whatever the program left behind (daemons, stray children) dies now,
@@ -932,13 +951,14 @@ static void run_job(const struct setup *s, struct job *j, struct prestarted *war
 	}
 
 	int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	int root_errno = errno;
 	uint64_t budget = j->max_return_bytes;
 	for (uint32_t i = 0; i < j->return_count; i++) {
 		char why[256] = "", note[8192];
 		size_t len = 0;
 		char *data = NULL;
 		if (root < 0)
-			snprintf(why, sizeof why, "%s", errno_text(errno));
+			snprintf(why, sizeof why, "%s", errno_text(root_errno));
 		else
 			data = read_in_root(root, j->return_files[i], budget, &len, why, sizeof why);
 		if (!data) {
@@ -986,9 +1006,12 @@ void sandbox_init(void) {
 	struct reader r;
 	struct setup s;
 	memset(&s, 0, sizeof s);
-	if (!read_message(MAX_SETUP, &r))
+	unsigned char *setup_body = read_message(MAX_SETUP, &r);
+	if (!setup_body)
 		_exit(1);
-	if (parse_setup(&r, &s) < 0) {
+	int setup_parsed = parse_setup(&r, &s);
+	free(setup_body);
+	if (setup_parsed < 0) {
 		send_ready("malformed setup message");
 		_exit(1);
 	}
@@ -1003,10 +1026,13 @@ void sandbox_init(void) {
 
 	struct job j;
 	memset(&j, 0, sizeof j);
-	if (!read_message(MAX_JOB, &r))
+	unsigned char *body = read_message(MAX_JOB, &r);
+	if (!body)
 		_exit(0); // the engine went away or destroyed us unused
 	close(CONTROL_FD);
-	if (parse_job(&r, &j) < 0) {
+	int parsed = parse_job(&r, &j);
+	free(body); // the job's fields are copies: input files stay in memory once
+	if (parsed < 0) {
 		struct writer w = {0};
 		put_u64(&w, 0), put_u64(&w, 0), put_u64(&w, 0), put_u64(&w, 0);
 		put_u32(&w, 0), put_u32(&w, 0);

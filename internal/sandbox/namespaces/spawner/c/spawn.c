@@ -48,9 +48,12 @@
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif
 
-// Namespaces a request may ask for, and those it must.
+// Namespaces a request may ask for, and those it must; the built-in init
+// builds a whole sandbox and must get every one (the network one may be
+// joined instead).
 #define ALLOWED_FLAGS (CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP)
 #define REQUIRED_FLAGS (CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS)
+#define BUILTIN_INIT_FLAGS (CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS)
 
 // request is followed by NUL-terminated strings: the program path, the
 // uid_map text, the gid_map text, cgroupc cgroup.procs paths, then argc
@@ -112,32 +115,41 @@ static int write_file(const char *path, const char *data) {
 
 // cloexec_from marks every descriptor from first on close-on-exec, or closes
 // them when close_now is set: close_range where the kernel has it (5.11),
-// else by listing them.
+// else by listing them, in passes (the listing holds a descriptor of its
+// own) until one finds nothing left to do.
 static int cloexec_from(int first, int close_now) {
 	if (syscall(SYS_close_range, first, ~0U, close_now ? 0 : CLOSE_RANGE_CLOEXEC) == 0)
 		return 0;
-	DIR *d = opendir("/proc/self/fd");
-	if (!d)
-		return -1;
-	struct dirent *e;
-	int fds[1024], n = 0;
-	while ((e = readdir(d)) && n < 1024) {
-		int fd = atoi(e->d_name);
-		if (fd >= first && fd != dirfd(d))
-			fds[n++] = fd;
+	for (int pass = 0; pass < 64; pass++) {
+		DIR *d = opendir("/proc/self/fd");
+		if (!d)
+			return -1;
+		struct dirent *e;
+		int fds[1024], n = 0;
+		while ((e = readdir(d)) && n < 1024) {
+			int fd = atoi(e->d_name);
+			if (fd >= first && fd != dirfd(d) && (close_now || fcntl(fd, F_GETFD) != FD_CLOEXEC))
+				fds[n++] = fd;
+		}
+		closedir(d);
+		if (n == 0)
+			return 0;
+		for (int i = 0; i < n; i++) {
+			if (close_now)
+				close(fds[i]);
+			else
+				fcntl(fds[i], F_SETFD, FD_CLOEXEC);
+		}
 	}
-	closedir(d);
-	for (int i = 0; i < n; i++) {
-		if (close_now)
-			close(fds[i]);
-		else
-			fcntl(fds[i], F_SETFD, FD_CLOEXEC);
-	}
-	return 0;
+	errno = EMFILE;
+	return -1;
 }
 
-// child runs in the new namespaces until it executes init; it must only make
-// system calls (it shares nothing with the parent but is a plain fork).
+// child runs in the new namespaces until it executes init or becomes the
+// built-in one. It is a plain fork of this process (a raw clone: glibc's
+// fork handlers did not run), so it may use malloc and stdio only because
+// this program is single-threaded and holds no lock while it clones: keep it
+// single-threaded.
 static void child(int sync_r, int err_w, int fds[CHILD_FDS], const struct request *req,
                   const char *path, char **argv, char **envp) {
 	char go;
@@ -273,7 +285,9 @@ static int spawn(void) {
 	    req.argc >= 256 || req.envc >= 1024 || req.cgroupc > 8 ||
 	    nfds != CHILD_FDS + (req.want_netns ? 1 : 0) || buf[n - 1] != 0 ||
 	    (req.clone_flags & ~(uint64_t)ALLOWED_FLAGS) || (req.clone_flags & REQUIRED_FLAGS) != REQUIRED_FLAGS ||
-	    (req.want_netns && (req.clone_flags & CLONE_NEWNET))) {
+	    (req.want_netns && (req.clone_flags & CLONE_NEWNET)) ||
+	    (req.builtin_init && ((req.clone_flags & BUILTIN_INIT_FLAGS) != BUILTIN_INIT_FLAGS ||
+	                          !(req.want_netns || (req.clone_flags & CLONE_NEWNET))))) {
 		result = send_reply(0, EINVAL, "malformed request", -1);
 		goto done;
 	}
@@ -402,6 +416,8 @@ close_pipes:
 done:
 	for (int i = 0; i < nfds; i++)
 		close(fds[i]);
+	// Every later child is a copy of this memory: leave no request in it.
+	explicit_bzero(buf, (size_t)n);
 	return result;
 }
 
