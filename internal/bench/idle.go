@@ -115,7 +115,7 @@ func InitMemory(enginePid int) (avg int64, n int, err error) {
 		switch {
 		case strings.HasPrefix(comm, "scratchrun-spaw") && ppid == enginePid:
 			parents[pid] = true
-		case strings.HasPrefix(comm, "init-"):
+		case comm == "init": // the spawner's child names itself so (spawner/c/spawn.c)
 			inits = append(inits, proc{pid, ppid})
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -44,6 +45,13 @@ type Engine struct {
 }
 
 var _ execapi.Executor = (*Engine)(nil)
+
+// busy reports whether there are at least as many calls in flight as CPUs:
+// then a warm sandbox built now would take CPU time from them, and the pool
+// builds it at background weight. With a core to spare it builds at the
+// normal weight, so that it is ready for the next call sooner (back to back
+// calls from one caller found the pool empty twice as often otherwise).
+func (e *Engine) busy() bool { return len(e.slots) >= runtime.NumCPU() }
 
 // New makes an engine over an image store and a backend.
 func New(cfg Config, store *images.Store, backend sandbox.Backend) (*Engine, error) {
@@ -149,7 +157,7 @@ func (e *Engine) run(ctx context.Context, c execapi.Checked, rt images.Resolved,
 	defer e.pool.finished(key)
 	if l == nil {
 		var err error
-		if l, err = e.lease(ctx, rt, key, memory, false); err != nil {
+		if l, err = e.lease(ctx, rt, key, memory, false, false); err != nil {
 			return execapi.Result{}, err
 		}
 	}
@@ -163,7 +171,7 @@ func (e *Engine) run(ctx context.Context, c execapi.Checked, rt images.Resolved,
 		// The warm sandbox already uses more than this job may: nothing ran,
 		// so run the job in a fresh cold one instead.
 		e.release(l)
-		if l, runErr = e.lease(ctx, rt, key, memory, false); runErr != nil {
+		if l, runErr = e.lease(ctx, rt, key, memory, false, false); runErr != nil {
 			return execapi.Result{}, runErr
 		}
 		outcome, runErr = l.sb.Run(ctx, job)
@@ -186,8 +194,9 @@ type leased struct {
 
 // lease creates a sandbox for runtime rt; warm ones pre-start the runtime's
 // interpreter (when it has a warm start) and are created with the maximum
-// memory limit, lowered when a job arrives.
-func (e *Engine) lease(ctx context.Context, rt images.Resolved, key poolKey, memory int64, prestart bool) (*leased, error) {
+// memory limit, lowered when a job arrives. background builds it at
+// background CPU weight (see sandbox.Config).
+func (e *Engine) lease(ctx context.Context, rt images.Resolved, key poolKey, memory int64, prestart, background bool) (*leased, error) {
 	network := key.network
 	cfg := sandbox.Config{
 		Image:         sandbox.Image{RootFS: rt.RootFS, UIDBase: rt.UIDBase},
@@ -198,6 +207,7 @@ func (e *Engine) lease(ctx context.Context, rt images.Resolved, key poolKey, mem
 		TmpBytes:      e.cfg.TmpBytes,
 		MaxInodes:     e.cfg.MaxInodes,
 		Warm:          prestart,
+		Background:    background,
 	}
 	if prestart && rt.Runtime.Warm != "" {
 		argv, err := warm.Command(rt.Runtime.Warm, rt.Runtime.WarmCommand)

@@ -328,7 +328,7 @@ func (p *pool) create(key poolKey) (*leased, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	l, err := p.e.lease(ctx, rt, key, int64(p.e.cfg.Policy.MaxMemoryMB)<<20, true)
+	l, err := p.e.lease(ctx, rt, key, int64(p.e.cfg.Policy.MaxMemoryMB)<<20, true, p.e.busy())
 	if err != nil {
 		return nil, err
 	}

@@ -58,10 +58,12 @@ type Config struct {
 	// MaxInodes caps the number of files in each writable file system.
 	MaxInodes int64
 	// Warm marks a sandbox built ahead of demand: the backend does all the
-	// work it can before the job arrives (confinement included), at
-	// background CPU weight so that it does not slow the calls being served;
-	// the job runs at the normal weight.
+	// work it can before the job arrives (confinement included).
 	Warm bool
+	// Background builds the sandbox at a tenth of the normal CPU weight
+	// (when it has a cgroup), so that it does not slow the calls being
+	// served; the job runs at the normal weight.
+	Background bool
 	// Prestart, when set, is an interpreter started as soon as the sandbox is
 	// built (already confined like user code) that waits for the job; see
 	// Prestart.

@@ -225,7 +225,7 @@ func (b *Backend) Create(ctx context.Context, cfg sandbox.Config) (sandbox.Sandb
 
 func (b *Backend) create(ctx context.Context, cfg sandbox.Config, platform string) (*gvSandbox, error) {
 	id := fmt.Sprintf("%s_%d", b.instance, b.seq.Add(1))
-	s := &gvSandbox{id: id, backend: b, warm: cfg.Warm}
+	s := &gvSandbox{id: id, backend: b, background: cfg.Background}
 	if err := s.start(ctx, cfg, platform); err != nil {
 		t := s.Destroy()
 		if !t.Purged {

@@ -55,12 +55,12 @@ type gvSandbox struct {
 	diag      *boundedBuffer // runsc's own stdout and stderr
 
 	ran bool
-	// warm: built ahead of demand, at background CPU weight until Run.
-	warm      bool
-	destroyed bool
-	teardown  sandbox.Teardown // the first Destroy's, repeated by later calls
-	waitDone  chan struct{}
-	waitErr   error
+	// background: built at background CPU weight, restored in Run.
+	background bool
+	destroyed  bool
+	teardown   sandbox.Teardown // the first Destroy's, repeated by later calls
+	waitDone   chan struct{}
+	waitErr    error
 }
 
 func (s *gvSandbox) ID() string { return s.id }
@@ -80,7 +80,7 @@ func (s *gvSandbox) start(ctx context.Context, cfg sandbox.Config, platform stri
 		in.hostPids = 2*cfg.MaxPids + 256
 	}
 	if b.cgroups != nil {
-		g, err := b.cgroups.Create(s.id, cgroups.Limits{MemoryBytes: in.memory, MaxPids: in.hostPids, CPUs: cfg.CPUs, Background: cfg.Warm})
+		g, err := b.cgroups.Create(s.id, cgroups.Limits{MemoryBytes: in.memory, MaxPids: in.hostPids, CPUs: cfg.CPUs, Background: cfg.Background})
 		if err != nil {
 			return err
 		}
@@ -289,7 +289,7 @@ func (s *gvSandbox) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, 
 	if job.MemoryBytes > 0 {
 		memory = job.MemoryBytes + s.backend.overhead
 	}
-	if err := initbin.PrepareGroup(s.group, s.warm, memory); err != nil {
+	if err := initbin.PrepareGroup(s.group, s.background, memory); err != nil {
 		return sandbox.Outcome{}, err
 	}
 	drained := initbin.Drain(job, s.stdout, s.stderr)

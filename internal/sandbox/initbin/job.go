@@ -16,16 +16,16 @@ import (
 	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces/nsinit"
 )
 
-// PrepareGroup readies a sandbox's cgroup for its job: a warm sandbox,
-// built at background CPU weight, gets the normal weight back, and the
-// job's memory limit (bytes, when above 0) is applied. A limit below what
+// PrepareGroup readies a sandbox's cgroup for its job: one built at
+// background CPU weight gets the normal weight back, and the job's memory
+// limit (bytes, when above 0) is applied. A limit below what
 // the sandbox already uses becomes sandbox.ErrLimitBelowUsage, so the engine
 // can fall back to a fresh sandbox.
-func PrepareGroup(g *cgroups.Group, warm bool, bytes int64) error {
+func PrepareGroup(g *cgroups.Group, background bool, bytes int64) error {
 	if g == nil {
 		return nil
 	}
-	if warm {
+	if background {
 		if err := g.SetBackground(false); err != nil {
 			return err
 		}

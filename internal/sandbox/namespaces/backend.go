@@ -197,7 +197,7 @@ func (b *Backend) sweep() (int, error) {
 // Create implements sandbox.Backend.
 func (b *Backend) Create(ctx context.Context, cfg sandbox.Config) (sandbox.Sandbox, error) {
 	id := fmt.Sprintf("%s_%d", b.instance, b.seq.Add(1))
-	s := &nsSandbox{id: id, backend: b, warm: cfg.Warm}
+	s := &nsSandbox{id: id, backend: b, background: cfg.Background}
 	if err := s.start(ctx, cfg); err != nil {
 		s.Destroy()
 		return nil, fmt.Errorf("create sandbox %s: %w", id, err)

@@ -42,8 +42,8 @@ type nsSandbox struct {
 	statusMax int64
 
 	ran bool
-	// warm: built ahead of demand, at background CPU weight until Run.
-	warm bool
+	// background: built at background CPU weight, restored in Run.
+	background bool
 }
 
 func (s *nsSandbox) ID() string { return s.id }
@@ -53,7 +53,7 @@ func (s *nsSandbox) ID() string { return s.id }
 func (s *nsSandbox) start(ctx context.Context, cfg sandbox.Config) error {
 	b := s.backend
 	if b.cgroups != nil {
-		g, err := b.cgroups.Create(s.id, cgroups.Limits{MemoryBytes: cfg.MemoryBytes, MaxPids: cfg.MaxPids, CPUs: cfg.CPUs, Background: cfg.Warm})
+		g, err := b.cgroups.Create(s.id, cgroups.Limits{MemoryBytes: cfg.MemoryBytes, MaxPids: cfg.MaxPids, CPUs: cfg.CPUs, Background: cfg.Background})
 		if err != nil {
 			return err
 		}
@@ -148,7 +148,7 @@ func (s *nsSandbox) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, 
 	if len(job.Argv) == 0 {
 		return sandbox.Outcome{}, errors.New("job has no command")
 	}
-	if err := initbin.PrepareGroup(s.group, s.warm, job.MemoryBytes); err != nil {
+	if err := initbin.PrepareGroup(s.group, s.background, job.MemoryBytes); err != nil {
 		return sandbox.Outcome{}, err
 	}
 	drained := initbin.Drain(job, s.stdout, s.stderr)
