@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -69,7 +70,10 @@ func TestPoolBuildsInBackgroundWhenBusy(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			run(t, e, execapi.Request{Runtime: "python3.13", Code: "import time; time.sleep(8)", Limits: execapi.Limits{TimeoutMS: 20000}})
+			req := execapi.Request{Runtime: "python3.13", Code: "import time; time.sleep(8)", Limits: execapi.Limits{TimeoutMS: 20000}}
+			if _, err := e.Exec(context.Background(), req, nil); err != nil {
+				t.Errorf("long call: %v", err)
+			}
 		}()
 	}
 	defer wg.Wait()
@@ -88,7 +92,13 @@ func TestPoolBuildsInBackgroundWhenBusy(t *testing.T) {
 	}
 	// The call that takes it runs at the normal weight.
 	done := make(chan execapi.Result, 1)
-	go func() { done <- run(t, e, execapi.Request{Runtime: "bash", Code: "sleep 2"}) }()
+	go func() {
+		res, err := e.Exec(context.Background(), execapi.Request{Runtime: "bash", Code: "sleep 2"}, nil)
+		if err != nil {
+			t.Errorf("sleep call: %v", err)
+		}
+		done <- res
+	}()
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if got := cpuWeight(t, id); got == normal {
 			break

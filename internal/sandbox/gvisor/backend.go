@@ -45,7 +45,9 @@ type Options struct {
 	CgroupParent string
 	// Logger receives the backend's own diagnostics (never user data).
 	Logger *slog.Logger
-	// InitBinary is the sandbox init program (see namespaces.Options).
+	// InitBinary is the sandbox init program (see initbin.Source). Default:
+	// scratchrun-init next to the running executable, else the running
+	// executable itself (which must call RunInitIfRequested first thing).
 	InitBinary string
 	// Runsc is the runsc binary. Default: the pinned build cached by
 	// scripts/install-runsc.sh, else runsc on PATH.

@@ -27,6 +27,5 @@ func dynamicallyLinked(path string) bool {
 // installInit copies the init program (see initbin.Source) into dir, where the
 // gofer, running as the image's unprivileged owner, can serve it.
 func installInit(dir, configured string) (string, error) {
-	source, _ := initbin.Source(configured)
-	return initbin.Install(dir, source)
+	return initbin.Install(dir, initbin.Source(configured))
 }

@@ -1,7 +1,8 @@
-// Package initbin is what every sandbox backend's engine side needs about its
-// init program and its own identity: where the init binary is, a copy of it an
-// unprivileged sandbox uid can execute, and the engine instance name that lets
-// a later engine tell a dead engine's leftovers from a live one's.
+// Package initbin is what the sandbox backends' engine sides share about
+// their inits and their own identity: the engine instance name that lets a
+// later engine tell a dead engine's leftovers from a live one's, the job's
+// side of the init protocol (job.go), and, for gVisor's Go init, where the
+// init binary is and a copy of it an unprivileged sandbox uid can execute.
 //
 // It only reads /proc and copies one file; it never starts anything.
 package initbin
@@ -17,21 +18,20 @@ import (
 
 // Source picks the init program: configured if set, else scratchrun-init next
 // to the running executable, else the running executable itself (scratchrun,
-// and test binaries, which call RunInitIfRequested first thing). slow reports
-// that the full scratchrun binary will act as init, which starts slower.
-func Source(configured string) (path string, slow bool) {
+// and test binaries, which call RunInitIfRequested first thing).
+func Source(configured string) string {
 	if configured != "" {
-		return configured, false
+		return configured
 	}
 	self, err := os.Executable()
 	if err != nil {
-		return "/proc/self/exe", false
+		return "/proc/self/exe"
 	}
 	candidate := filepath.Join(filepath.Dir(self), "scratchrun-init")
 	if fi, err := os.Stat(candidate); err == nil && fi.Mode().IsRegular() {
-		return candidate, false
+		return candidate
 	}
-	return self, filepath.Base(self) == "scratchrun"
+	return self
 }
 
 // Install copies the init program source into dir, world-readable and

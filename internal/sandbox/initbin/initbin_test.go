@@ -24,7 +24,7 @@ func TestInstanceNameAndAliveness(t *testing.T) {
 
 func TestInstallCopiesExecutable(t *testing.T) {
 	dir := t.TempDir()
-	src, _ := Source("")
+	src := Source("")
 	p, err := Install(dir, src)
 	if err != nil {
 		t.Fatal(err)

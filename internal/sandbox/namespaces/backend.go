@@ -23,7 +23,8 @@ import (
 
 // Options configure the backend.
 type Options struct {
-	// StateDir holds the init binary and the mount point sandboxes build on.
+	// StateDir holds the mount point sandboxes build on, and a build of the
+	// spawner helper when none is installed.
 	// Default: /run/scratchrun as root, $XDG_RUNTIME_DIR/scratchrun (or
 	// /tmp/scratchrun-UID) otherwise.
 	StateDir string

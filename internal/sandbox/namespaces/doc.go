@@ -3,12 +3,11 @@
 // namespaces, on an overlay of the read-only image with a RAM-backed writable
 // layer, inside its own cgroup, behind Docker's seccomp profile.
 //
-// The sandbox's pid 1 is a small init (package nsinit; the scratchrun-init
-// binary, or the engine's own binary re-executed), cloned into its new
-// namespaces and cgroup by the scratchrun-spawn helper (package spawner; from
-// Go when the helper is missing): it builds the mount tree, waits for the one
-// job, starts it, enforces the timeout, reaps everything, collects return
-// files and reports.
+// The sandbox's pid 1 is a small C init (spawner/c/init.c), run in the child
+// the scratchrun-spawn helper (package spawner) clones into the new
+// namespaces and cgroup: it builds the mount tree, waits for the one job,
+// starts it, enforces the timeout, reaps everything, collects return files
+// and reports, in the protocol of package nsinit.
 // The engine side treats everything init says as untrusted, because user code
 // runs beside it with the same credentials.
 //

@@ -76,14 +76,12 @@ func ReadMessage(r io.Reader, max int64, m encoding.BinaryUnmarshaler) error {
 
 type encoder struct{ b []byte }
 
-func (e *encoder) u64(v uint64) { e.b = binary.LittleEndian.AppendUint64(e.b, v) }
-func (e *encoder) bytes(v []byte) {
-	e.b = binary.LittleEndian.AppendUint32(e.b, uint32(len(v)))
-	e.b = append(e.b, v...)
-}
-func (e *encoder) str(v string) { e.bytes([]byte(v)) }
+func (e *encoder) u32(v int)      { e.b = binary.LittleEndian.AppendUint32(e.b, uint32(v)) }
+func (e *encoder) u64(v uint64)   { e.b = binary.LittleEndian.AppendUint64(e.b, v) }
+func (e *encoder) bytes(v []byte) { e.u32(len(v)); e.b = append(e.b, v...) }
+func (e *encoder) str(v string)   { e.bytes([]byte(v)) }
 func (e *encoder) list(v []string) {
-	e.b = binary.LittleEndian.AppendUint32(e.b, uint32(len(v)))
+	e.u32(len(v))
 	for _, s := range v {
 		e.str(s)
 	}
@@ -262,7 +260,7 @@ func (m JobMessage) MarshalBinary() ([]byte, error) {
 	e.list(m.Argv)
 	e.list(m.Env)
 	e.str(m.Dir)
-	e.b = binary.LittleEndian.AppendUint32(e.b, uint32(len(m.Files)))
+	e.u32(len(m.Files))
 	for _, f := range m.Files {
 		e.str(f.Path)
 		e.bytes(f.Data)
@@ -291,7 +289,7 @@ func (m ResultMessage) MarshalBinary() ([]byte, error) {
 	e.u64(uint64(int64(m.ExitCode)))
 	e.u64(uint64(int64(m.Signal)))
 	e.u64(uint64(m.Duration))
-	e.b = binary.LittleEndian.AppendUint32(e.b, uint32(len(m.Files)))
+	e.u32(len(m.Files))
 	for path, data := range m.Files {
 		e.str(path)
 		e.bytes(data)
