@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -92,7 +93,7 @@ func inputSchema(info execapi.Info, described bool) map[string]any {
 				"minimum":     p.MinMemoryMB,
 				"maximum":     info.MaxMemoryMB,
 				"default":     info.DefaultMemoryMB,
-				"description": fmt.Sprintf("Memory limit in MB for all processes together (default %d, at most %d). Over it the program is killed: exit_code 137 and a note.", info.DefaultMemoryMB, info.MaxMemoryMB),
+				"description": memoryDoc(info),
 			},
 			"env": map[string]any{
 				"type":                 "object",
@@ -217,10 +218,45 @@ func toolDescription(info execapi.Info, described bool, why string, opts Options
 		"large images are scaled down and large files cut, and the note says so. Print summaries rather than whole data sets.\n\n",
 		humanSize(int64(opts.MaxResultBytes)), humanSize(int64(opts.MaxOutputBytes)))
 
+	if len(info.UnenforcedLimits) > 0 {
+		fmt.Fprintf(&b, "NOT enforced on this host: the %s limits (unenforced_limits: %s). A program may use more "+
+			"than that without being stopped, so keep it within them yourself; every result's note repeats this.\n\n",
+			strings.Join(limitWords(info.UnenforcedLimits), ", "), strings.Join(info.UnenforcedLimits, ", "))
+	}
+
+	if slices.Contains(info.UnenforcedLimits, "memory") {
+		b.WriteString("Exit codes: 124 = killed at the timeout; 137 = killed by a signal (SIGKILL); anything else is " +
+			"the program's own exit status. state_purged = true means the sandbox was verifiably destroyed.")
+		return b.String()
+	}
 	b.WriteString("Exit codes: 124 = killed at the timeout; 137 = killed, usually because the memory limit was hit " +
 		"(the note says so); anything else is the program's own exit status. state_purged = true means the sandbox " +
 		"was verifiably destroyed.")
 	return b.String()
+}
+
+// memoryDoc describes memory_mb: what happens over it, only where the host
+// enforces it.
+func memoryDoc(info execapi.Info) string {
+	doc := fmt.Sprintf("Memory limit in MB for all processes together (default %d, at most %d).", info.DefaultMemoryMB, info.MaxMemoryMB)
+	if slices.Contains(info.UnenforcedLimits, "memory") {
+		return doc + " NOT enforced on this host: going over it does not stop the program."
+	}
+	return doc + " Over it the program is killed: exit_code 137 and a note."
+}
+
+// limitWords names unenforced_limits values in prose.
+func limitWords(limits []string) []string {
+	words := map[string]string{"memory": "memory (memory_mb)", "processes": "process-count", "cpu": "CPU"}
+	out := make([]string, 0, len(limits))
+	for _, l := range limits {
+		if w, ok := words[l]; ok {
+			out = append(out, w)
+		} else {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 func humanSize(n int64) string {
