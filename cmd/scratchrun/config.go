@@ -247,9 +247,9 @@ func networkSettings(cfg *engine.Config) (*netpolicy.Config, error) {
 			return nil, fmt.Errorf("SCRATCHRUN_EGRESS_SUBNET=%q: %v", v, err)
 		}
 	}
-	if d := os.Getenv("SCRATCHRUN_STATE_DIR"); d != "" {
-		nc.LockDir = d
-	}
+	// nc.LockDir stays /run/scratchrun whatever SCRATCHRUN_STATE_DIR says:
+	// every engine of the host must find the same lock files, or two would
+	// each think themselves alone and remove the other's interfaces.
 	return &nc, nil
 }
 
