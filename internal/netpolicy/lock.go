@@ -131,7 +131,9 @@ func (l *hostLock) close(removeFile bool) error {
 }
 
 // claimSlot takes slot i for this engine; false when another engine has it.
-func (l *hostLock) claimSlot(i int) bool { return l.lock(int64(slotBase+i), unix.F_WRLCK, false) == nil }
+func (l *hostLock) claimSlot(i int) bool {
+	return l.lock(int64(slotBase+i), unix.F_WRLCK, false) == nil
+}
 
 // releaseSlot gives slot i back.
 func (l *hostLock) releaseSlot(i int) { _ = l.lock(int64(slotBase+i), unix.F_UNLCK, false) }
