@@ -138,15 +138,6 @@ func (l *hostLock) claimSlot(i int) bool {
 // releaseSlot gives slot i back.
 func (l *hostLock) releaseSlot(i int) { _ = l.lock(int64(slotBase+i), unix.F_UNLCK, false) }
 
-// slotFree reports whether no engine (this one included) holds slot i.
-func (l *hostLock) slotFree(i int) bool {
-	fl := unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart, Start: int64(slotBase + i), Len: 1}
-	if err := unix.FcntlFlock(l.f.Fd(), unix.F_OFD_GETLK, &fl); err != nil {
-		return false
-	}
-	return fl.Type == unix.F_UNLCK
-}
-
 // lock sets (or clears) an OFD lock on one byte; wait blocks until it can.
 func (l *hostLock) lock(at int64, kind int16, wait bool) error {
 	cmd := unix.F_OFD_SETLK
