@@ -36,7 +36,8 @@ func newOrdinaryUser(t *testing.T) *ordinaryUser {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to create a user")
 	}
-	name := fmt.Sprintf("srtest%d", os.Getpid())
+	userCount++
+	name := fmt.Sprintf("srtest%d-%d", os.Getpid(), userCount)
 	if out, err := exec.Command("useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name).CombinedOutput(); err != nil {
 		t.Fatalf("useradd: %v: %s", err, out)
 	}
@@ -52,12 +53,23 @@ func newOrdinaryUser(t *testing.T) *ordinaryUser {
 	}
 	t.Cleanup(func() {
 		os.RemoveAll(filepath.Join(os.TempDir(), "scratchrun-"+u.Uid))
-		if out, err := exec.Command("userdel", name).CombinedOutput(); err != nil {
+		// The engine's helper dies with it, a moment after it.
+		var out []byte
+		var err error
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			if out, err = exec.Command("userdel", name).CombinedOutput(); err == nil || time.Now().After(deadline) {
+				break
+			}
+		}
+		if err != nil {
 			t.Errorf("userdel: %v: %s", err, out)
 		}
 	})
 	return o
 }
+
+// userCount makes each test's user a new one.
+var userCount int
 
 // command runs the scratchrun binary as the user, with a desktop session's
 // kind of environment.
@@ -205,7 +217,12 @@ func TestOrdinaryUserUsesADelegatedCgroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() {
-		for _, d := range []string{filepath.Join(delegated, cgroupParent), filepath.Join(delegated, "scratchrun-engine"), delegated} {
+		// The engine's helper (in the leaf) dies with it, a moment after it.
+		leaf := filepath.Join(delegated, "scratchrun-engine")
+		for deadline := time.Now().Add(10 * time.Second); readFileOr(filepath.Join(leaf, "cgroup.procs")) != "" && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+		}
+		for _, d := range []string{filepath.Join(delegated, cgroupParent), leaf, delegated} {
 			if err := os.Remove(d); err != nil && !os.IsNotExist(err) {
 				t.Errorf("remove %s: %v", d, err)
 			}
@@ -304,4 +321,35 @@ func readFile(t *testing.T, path string) string {
 func readFileOr(path string) string {
 	data, _ := os.ReadFile(path)
 	return string(data)
+}
+
+// An ordinary user's sandbox has a writable HOME (rootless, the image's
+// /root belongs to a uid the sandbox does not map): a cold python3.13
+// importing matplotlib prints nothing on stderr (it used to print "mkdir -p
+// failed for path /root/.config/matplotlib: Permission denied"), finds the
+// font cache the image baked instead of building one, and writing to $HOME
+// works.
+func TestOrdinaryUserHasAWritableHome(t *testing.T) {
+	u := newOrdinaryUser(t)
+	code := `import glob, os
+baked = glob.glob(os.path.expanduser("~/.cache/matplotlib/fontlist-*.json"))
+import matplotlib, matplotlib.pyplot
+print(os.environ["HOME"], matplotlib.get_cachedir(), bool(baked))
+with open(os.path.join(os.environ["HOME"], "notes.txt"), "w") as f:
+    f.write("kept")
+print(open(os.path.expanduser("~/notes.txt")).read())
+`
+	cmd := u.command("exec", "--runtime", "python3.13", "--code", code)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil || string(out) != "/root /root/.cache/matplotlib True\nkept\n" {
+		t.Errorf("as %s: %v stdout %q", u.name, err, out)
+	}
+	// Only the engine's own lines (warnings and notes, prefixed) may appear.
+	for _, line := range strings.Split(strings.TrimSpace(stderr.String()), "\n") {
+		if !strings.HasPrefix(line, "scratchrun: ") {
+			t.Errorf("the program wrote to stderr: %q", line)
+		}
+	}
 }

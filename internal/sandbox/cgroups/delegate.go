@@ -80,7 +80,7 @@ func newDelegated(h hierarchies, parent string) (*Manager, error) {
 	}
 	for _, p := range []string{dir, filepath.Join(dir, "cgroup.procs"), filepath.Join(dir, "cgroup.subtree_control")} {
 		if err := unix.Access(p, unix.W_OK); err != nil {
-			return nil, fmt.Errorf("this process's cgroup %s is not delegated to it (%s is not writable)", dir, p)
+			return nil, fmt.Errorf("this process's cgroup %s is not delegated to it (%s is not writable; with systemd, start it as %s)", dir, p, DelegationHint)
 		}
 	}
 	leaf := filepath.Join(dir, LeafName)
