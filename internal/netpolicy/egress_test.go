@@ -44,18 +44,17 @@ func newNamedEgressEngine(t *testing.T, suffix string) *env {
 	}
 	backend, err := namespaces.New(namespaces.Options{StateDir: stateDir, CgroupParent: cgroupParent})
 	if err != nil {
+		os.RemoveAll(stateDir)
 		t.Fatal(err)
 	}
+	// Registered first, run last: even when a step below fails.
+	t.Cleanup(func() {
+		backend.Close()
+		os.RemoveAll(stateDir)
+	})
 	cfg := netpolicy.DefaultConfig()
 	cfg.DNS = []netip.Addr{resolver}
 	mgr, err := netpolicy.New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ecfg := engine.DefaultConfig()
-	ecfg.Policy.AllowEgress = true
-	ecfg.Network = mgr
-	eng, err := engine.New(ecfg, store, backend)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,9 +62,14 @@ func newNamedEgressEngine(t *testing.T, suffix string) *env {
 		if err := mgr.Close(); err != nil {
 			t.Errorf("close network manager: %v", err)
 		}
-		backend.Close()
-		os.RemoveAll(stateDir)
 	})
+	ecfg := engine.DefaultConfig()
+	ecfg.Policy.AllowEgress = true
+	ecfg.Network = mgr
+	eng, err := engine.New(ecfg, store, backend)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return &env{eng: eng, mgr: mgr, backend: backend}
 }
 
