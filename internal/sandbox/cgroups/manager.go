@@ -60,7 +60,7 @@ var ErrUnavailable = errors.New("no writable cgroup hierarchy with the memory, p
 // a leaf (LeafName) next to the parent. A delegated subtree may lack
 // controllers: Missing says which.
 func New(parent string) (*Manager, error) {
-	if parent == "" || strings.Contains(parent, "..") || strings.Contains(parent, "/") || parent == LeafName {
+	if parent == "" || strings.Contains(parent, "..") || parent == LeafName {
 		return nil, fmt.Errorf("cgroup parent %q is not a plain name", parent)
 	}
 	h, err := findHierarchies()
@@ -173,7 +173,7 @@ func (m *Manager) Parents() []string {
 // enables the controllers for its children (again: another engine may have
 // removed and re-created it).
 func (m *Manager) ensureParent(dir string) error {
-	if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create cgroup parent %s: %w", dir, err)
 	}
 	if m.version == V2 && m.enableLine() != "" {
