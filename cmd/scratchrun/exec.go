@@ -56,6 +56,20 @@ func cmdExec(args []string) int {
 		return execRequestJSON(ctx, *request)
 	}
 
+	// Omitting a limit flag takes the default; giving 0 is a value out of
+	// range, as it is in the request JSON (execapi.Limits reads 0 as unset).
+	var zeroLimit error
+	fs.Visit(func(f *flag.Flag) {
+		switch {
+		case f.Name == "timeout-ms" && *timeoutMS == 0:
+			zeroLimit = execapi.ExplicitZero("limits.timeout_ms")
+		case f.Name == "memory-mb" && *memoryMB == 0:
+			zeroLimit = execapi.ExplicitZero("limits.memory_mb")
+		}
+	})
+	if zeroLimit != nil {
+		return reportExecError(zeroLimit)
+	}
 	req := execapi.Request{Runtime: *runtimeName, Code: *code,
 		Limits: execapi.Limits{TimeoutMS: *timeoutMS, MemoryMB: *memoryMB}, ReturnFiles: returns, Network: *network}
 	switch {

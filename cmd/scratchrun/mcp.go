@@ -177,7 +177,7 @@ func serveMCPStdio(ctx context.Context, svc execapi.Service, opts mcpserver.Opti
 	}
 	// Run returns when the client closes stdin (its way to stop us) or ctx
 	// ends; calls still in flight are then cancelled by the caller.
-	if err := server.Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil {
+	if err := server.Run(ctx, mcpserver.Transport(&mcp.StdioTransport{})); err != nil && ctx.Err() == nil {
 		fmt.Fprintf(os.Stderr, "scratchrun mcp: %v\n", err)
 		return exitInternal
 	}

@@ -152,8 +152,14 @@ func policyFromInfo(info execapi.Info) execapi.Policy {
 	if info.DefaultTimeoutMS > 0 {
 		p.DefaultTimeout = time.Duration(info.DefaultTimeoutMS) * time.Millisecond
 	}
+	if info.MinTimeoutMS > 0 {
+		p.MinTimeout = time.Duration(info.MinTimeoutMS) * time.Millisecond
+	}
 	if info.MaxMemoryMB > 0 {
 		p.MaxMemoryMB = info.MaxMemoryMB
+	}
+	if info.MinMemoryMB > 0 {
+		p.MinMemoryMB = info.MinMemoryMB
 	}
 	if info.DefaultMemoryMB > 0 {
 		p.DefaultMemoryMB = info.DefaultMemoryMB
