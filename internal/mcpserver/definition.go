@@ -208,8 +208,8 @@ func toolDescription(info execapi.Info, described bool, why string, opts Options
 	b.WriteString("\n")
 
 	b.WriteString("Files: `files` writes text files (absolute paths such as /tmp/data.csv) before the run, and " +
-		"`files_base64` binary ones (base64 content); the working directory is /tmp. To get charts, images or data back, write them to a file and list its path in " +
-		"`return_files`: PNG, JPEG, GIF, WebP and SVG come back as images, text files as text, other files as " +
+		"`files_base64` binary ones (base64 content); the working directory is /tmp. To get charts, images or " +
+		"data back, write them to a file and list its path in `return_files`: PNG, JPEG, GIF, WebP and SVG come back as images, text files as text, other files as " +
 		"binary resources. With matplotlib use plt.savefig('/tmp/chart.png') (there is no display).\n\n")
 
 	b.WriteString("Secrets: pass API keys and other secrets in `env` and read them from the environment; never put them in `code`.\n\n")
@@ -245,8 +245,10 @@ func toolDescription(info execapi.Info, described bool, why string, opts Options
 // its user) knows what kind of sandbox the code runs in.
 func isolationSentence(info execapi.Info, described bool) string {
 	switch {
-	case !described || info.Isolation == "":
+	case !described:
 		return "Isolation: not known right now (the server could not be asked).\n\n"
+	case info.Isolation == "":
+		return "" // a server too old to say
 	case info.Isolation == "namespaces":
 		return "Isolation: namespaces (Linux namespaces, cgroups and seccomp; the sandbox shares the host's kernel).\n\n"
 	case info.Isolation == "gvisor":
