@@ -27,8 +27,8 @@ func cmdExec(args []string) int {
 		runtimeName          = fs.String("runtime", "", "runtime to run the code with (see `scratchrun images list`)")
 		code                 = fs.String("code", "", "program text (alternatively a file argument, or - for stdin)")
 		request              = fs.String("request", "", "read a full request JSON from FILE (- for stdin) and print the result JSON")
-		timeoutMS            = fs.Int("timeout-ms", 0, "wall-clock limit in ms (default: the operator's, 10000)")
-		memoryMB             = fs.Int("memory-mb", 0, "memory limit in MB (default: the operator's, 256)")
+		timeoutMS            = fs.Int("timeout-ms", 0, "wall-clock limit in ms, 1000 to 30000 (default: the operator's, 10000)")
+		memoryMB             = fs.Int("memory-mb", 0, "memory limit in MB, 64 to 512 (default: the operator's, 256)")
 		outDir               = fs.String("out", ".", "directory where returned files are written (by base name)")
 		asJSON               = fs.Bool("json", false, "print the result JSON instead of the program's output")
 		network              = fs.String("network", "", `"none" (loopback only) or "egress" (the internet; needs --allow-egress)`)
@@ -56,6 +56,20 @@ func cmdExec(args []string) int {
 		return execRequestJSON(ctx, *request)
 	}
 
+	// Omitting a limit flag takes the default; giving 0 is a value out of
+	// range, as it is in the request JSON (execapi.Limits reads 0 as unset).
+	var zeroLimit error
+	fs.Visit(func(f *flag.Flag) {
+		switch {
+		case f.Name == "timeout-ms" && *timeoutMS == 0:
+			zeroLimit = execapi.ExplicitZero("limits.timeout_ms")
+		case f.Name == "memory-mb" && *memoryMB == 0:
+			zeroLimit = execapi.ExplicitZero("limits.memory_mb")
+		}
+	})
+	if zeroLimit != nil {
+		return reportExecError(zeroLimit)
+	}
 	req := execapi.Request{Runtime: *runtimeName, Code: *code,
 		Limits: execapi.Limits{TimeoutMS: *timeoutMS, MemoryMB: *memoryMB}, ReturnFiles: returns, Network: *network}
 	switch {

@@ -151,7 +151,7 @@ func TestHostileServerKilledMidRunsRestartsClean(t *testing.T) {
 	}
 	// The server's loopback is inside the namespace: talk to it from there.
 	call := func(body string) (string, error) {
-		out, err := inNS("curl", "-s", "-m", "60", "-d", body, "http://127.0.0.1:8799/v1/exec").CombinedOutput()
+		out, err := inNS("curl", "-s", "-m", "60", "-H", "Content-Type: application/json", "-d", body, "http://127.0.0.1:8799/v1/exec").CombinedOutput()
 		return string(out), err
 	}
 	waitUp := func() {

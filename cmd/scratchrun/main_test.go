@@ -155,12 +155,19 @@ func TestExecRequestJSON(t *testing.T) {
 func TestExecBadInputExits2(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "bad.json"), []byte(`{"runtime": "bash", "code": "x", "limits": {"timeout_ms": "soon"}}`), 0o644)
+	os.WriteFile(filepath.Join(dir, "zero.json"), []byte(`{"runtime": "bash", "code": "x", "limits": {"memory_mb": 0}}`), 0o644)
+	os.WriteFile(filepath.Join(dir, "dup.json"), []byte(`{"runtime": "bash", "code": "x", "network": "none", "NETWORK": "egress"}`), 0o644)
 	cases := []struct {
 		args []string
 		want string
 	}{
 		{[]string{"exec", "--runtime", "cobol", "--code", "x"}, "installed runtimes"},
 		{[]string{"exec", "--runtime", "bash", "--code", "x", "--timeout-ms", "99999"}, "limits.timeout_ms"},
+		// 0 is out of range like any value, not "the default" (it was).
+		{[]string{"exec", "--runtime", "bash", "--code", "x", "--timeout-ms", "0"}, "limits.timeout_ms: is 0"},
+		{[]string{"exec", "--runtime", "bash", "--code", "x", "--memory-mb", "0"}, "limits.memory_mb: is 0"},
+		{[]string{"exec", "--request", "zero.json"}, "limits.memory_mb: is 0"},
+		{[]string{"exec", "--request", "dup.json"}, "NETWORK: is not a field"},
 		{[]string{"exec", "--runtime", "bash", "--code", "x", "--return", "relative.txt"}, "return_files[0]"},
 		{[]string{"exec", "--runtime", "bash", "--code", "x", "--env", "NOEQUALS"}, "--env"},
 		{[]string{"exec", "--request", "bad.json"}, "limits.timeout_ms"},

@@ -20,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/scratchrun/scratchrun/internal/execapi"
+	"github.com/scratchrun/scratchrun/internal/httpapi"
 	"github.com/scratchrun/scratchrun/internal/mcpserver"
 	"github.com/scratchrun/scratchrun/internal/mcpserver/remote"
 )
@@ -40,9 +41,10 @@ func cmdMCP(args []string) int {
 	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
 	httpAddr := fs.String("http", "", "serve Streamable HTTP at `ADDR` (e.g. 127.0.0.1:8765), path /mcp, instead of stdio")
 	tokenFlag := fs.String("token", "", "bearer `TOKEN` HTTP clients must send (default $SCRATCHRUN_MCP_TOKEN; the variable keeps it out of `ps`)")
+	maxConns := addMaxConnsFlag(fs)
 	addOperatorFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `usage: scratchrun mcp [--http ADDR [--token TOKEN]]
+		fmt.Fprint(fs.Output(), `usage: scratchrun mcp [--http ADDR [--token TOKEN] [--max-conns N]]
 
 Serves the MCP tool scratchrun_exec. Without --http it speaks MCP on stdin and
 stdout, as desktop clients expect ({"command": "scratchrun", "args": ["mcp"]}).
@@ -70,9 +72,13 @@ flags:
 	if *httpAddr == "" && tokenGiven {
 		return mcpUsageError("--token only applies with --http (stdio has no network to guard)")
 	}
+	var limits httpapi.ConnLimits
 	if *httpAddr != "" {
 		if msg := checkMCPListen(*httpAddr, token); msg != "" {
 			return mcpUsageError(msg)
+		}
+		if limits, err = connLimits(*maxConns); err != nil {
+			return mcpUsageError(err.Error())
 		}
 	}
 
@@ -94,7 +100,7 @@ flags:
 
 	var status int
 	if *httpAddr != "" {
-		status = serveMCPHTTP(ctx, stop, *httpAddr, token, runs, opts)
+		status = serveMCPHTTP(ctx, stop, *httpAddr, token, limits, runs, opts)
 	} else {
 		status = serveMCPStdio(ctx, runs, opts)
 	}
@@ -177,14 +183,18 @@ func serveMCPStdio(ctx context.Context, svc execapi.Service, opts mcpserver.Opti
 	}
 	// Run returns when the client closes stdin (its way to stop us) or ctx
 	// ends; calls still in flight are then cancelled by the caller.
-	if err := server.Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil {
+	if err := server.Run(ctx, mcpserver.Transport(&mcp.StdioTransport{})); err != nil && ctx.Err() == nil {
 		fmt.Fprintf(os.Stderr, "scratchrun mcp: %v\n", err)
 		return exitInternal
 	}
 	return 0
 }
 
-func serveMCPHTTP(ctx context.Context, stop context.CancelFunc, addr, token string, svc execapi.Service, opts mcpserver.Options) int {
+// serveMCPHTTP serves the tool at /mcp on the same bounded server as
+// `scratchrun serve` (connection cap, body deadline, early close), behind
+// the same Origin check: MCP's Streamable HTTP transport requires servers to
+// validate Origin, and the SDK only checks Host.
+func serveMCPHTTP(ctx context.Context, stop context.CancelFunc, addr, token string, limits httpapi.ConnLimits, svc execapi.Service, opts mcpserver.Options) int {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "scratchrun mcp: --http %s: %v\n", addr, err)
@@ -198,11 +208,12 @@ func serveMCPHTTP(ctx context.Context, stop context.CancelFunc, addr, token stri
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", handler)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv, bounded := httpapi.NewBoundedServer(ln, httpapi.GuardOrigin(mux, ln.Addr(), addr), limits,
+		slog.NewLogLogger(opts.Logger.Handler(), slog.LevelDebug))
 	fmt.Fprintf(os.Stderr, "scratchrun mcp: serving MCP (Streamable HTTP) at http://%s/mcp (%s)\n", ln.Addr(), guard)
 
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	go func() { served <- srv.Serve(bounded) }()
 	status := 0
 	select {
 	case <-ctx.Done():

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -37,14 +38,19 @@ func cmdServe(args []string) int {
 	queueLen := fs.Int("queue", 0, "requests that may wait for a sandbox at once (default 4 per sandbox)")
 	maxBody := fs.String("max-body", "10MiB", "largest request body accepted (`SIZE`: bytes, or with KiB/MiB)")
 	allowNoAuth := fs.Bool("allow-no-auth", false, "serve without API keys on a non-loopback address (dangerous: anyone who reaches it runs code)")
+	maxConns := addMaxConnsFlag(fs)
+	metricsAddr := fs.String("metrics-addr", "", "also serve /metrics, without keys, on `HOST:PORT` (env SCRATCHRUN_METRICS_ADDR; loopback unless --allow-public-metrics)")
+	allowPublicMetrics := fs.Bool("allow-public-metrics", false, "let --metrics-addr listen beyond loopback (anyone who reaches it reads the metrics)")
 	addOperatorFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: scratchrun serve [--addr HOST:PORT] [--db FILE] [flags]
 
 Serves the HTTP API (POST /v1/exec, GET /v1/runtimes, /healthz, /readyz,
-/metrics) and the MCP tool at /mcp, with the API keys of 'scratchrun keys'.
-While no key has ever been created it serves without authentication, and then
-only on a loopback address unless --allow-no-auth is given.
+/metrics) and the MCP tool at /mcp, with the API keys of 'scratchrun keys'
+(/healthz and /readyz need none). While no key has ever been created it
+serves without authentication, and then only on a loopback address unless
+--allow-no-auth is given. --metrics-addr serves /metrics alone, without keys,
+for a Prometheus scraper.
 
 flags:
 `)
@@ -58,6 +64,11 @@ flags:
 		return serveUsageError(fmt.Sprintf("unexpected argument %q", positional[0]))
 	}
 	listenAddr := firstNonEmpty(*addr, os.Getenv("SCRATCHRUN_ADDR"), defaultServeAddr)
+	metricsListen := firstNonEmpty(*metricsAddr, os.Getenv("SCRATCHRUN_METRICS_ADDR"))
+	limits, err := connLimits(*maxConns)
+	if err != nil {
+		return serveUsageError(err.Error())
+	}
 	db := firstNonEmpty(*dbPath, os.Getenv("SCRATCHRUN_DB"), defaultDBPath())
 	bodyLimit, err := parseSize(*maxBody)
 	if err != nil {
@@ -95,6 +106,13 @@ flags:
 	if openToAll && addrIsNotLoopback(listenAddr) {
 		return refuse(listenAddr)
 	}
+	refuseMetrics := func(where string) int {
+		return serveUsageError(fmt.Sprintf("refusing to serve metrics without keys on %s: anyone who reaches it could read them.\n"+
+			"Listen on 127.0.0.1, or pass --allow-public-metrics", where))
+	}
+	if metricsListen != "" && !*allowPublicMetrics && addrIsNotLoopback(metricsListen) {
+		return refuseMetrics(metricsListen)
+	}
 	ln, err := net.Listen("tcp", listenAddr)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "scratchrun serve: listen on %s: %v\n", listenAddr, err)
@@ -104,6 +122,17 @@ flags:
 	if openToAll && !listenerIsLoopback(ln) {
 		ln.Close()
 		return refuse(ln.Addr().String())
+	}
+	var metricsLn net.Listener
+	if metricsListen != "" {
+		if metricsLn, err = net.Listen("tcp", metricsListen); err != nil {
+			fmt.Fprintf(os.Stderr, "scratchrun serve: --metrics-addr %s: %v\n", metricsListen, err)
+			return exitInternal
+		}
+		defer metricsLn.Close()
+		if !*allowPublicMetrics && !listenerIsLoopback(metricsLn) {
+			return refuseMetrics(metricsLn.Addr().String())
+		}
 	}
 
 	log := newLogger()
@@ -124,6 +153,8 @@ flags:
 		MaxQueue:     *queueLen,
 		QueueWait:    queueWaitSetting(*queueWait),
 		MaxBodyBytes: bodyLimit,
+		Conns:        limits,
+		ListenAddr:   listenAddr,
 		MCP: func(svc execapi.Service) http.Handler {
 			return mcpserver.HTTPHandler(rejectionWords{svc}, mcpserver.Options{Logger: log, Version: version})
 		},
@@ -143,6 +174,10 @@ flags:
 		queueText = fmt.Sprintf("queue wait %s", *queueWait)
 	}
 	fmt.Fprintf(os.Stderr, "scratchrun serve: listening on http://%s (capacity %d sandboxes, %s, keys in %s)\n", ln.Addr(), eng.Capacity(), queueText, db)
+	if metricsLn != nil {
+		stopMetrics := serveMetrics(srv, metricsLn, metricsListen, limits, log)
+		defer stopMetrics()
+	}
 	go func() {
 		if err := srv.Ready(ctx); err != nil {
 			fmt.Fprintf(os.Stderr, "scratchrun serve: warning: not ready: %v\n", err)
@@ -169,6 +204,21 @@ flags:
 	}
 	fmt.Fprintln(os.Stderr, "scratchrun serve: drained; exiting")
 	return 0
+}
+
+// serveMetrics serves /metrics alone, without keys, on ln (--metrics-addr),
+// bounded and guarded as the API is; the returned func stops it.
+func serveMetrics(srv *httpapi.Server, ln net.Listener, given string, limits httpapi.ConnLimits, log *slog.Logger) func() {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", srv.MetricsHandler())
+	hs, bounded := httpapi.NewBoundedServer(ln, httpapi.GuardOrigin(mux, ln.Addr(), given), limits, slog.NewLogLogger(log.Handler(), slog.LevelDebug))
+	fmt.Fprintf(os.Stderr, "scratchrun serve: metrics (no key) at http://%s/metrics\n", ln.Addr())
+	go func() {
+		if err := hs.Serve(bounded); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			fmt.Fprintf(os.Stderr, "scratchrun serve: metrics listener: %v\n", err)
+		}
+	}()
+	return func() { hs.Close() }
 }
 
 // rejectionWords gives the MCP tool the server's own words for a refusal

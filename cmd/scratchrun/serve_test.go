@@ -132,6 +132,9 @@ func httpCall(method, url, key, body string) (int, string, error) {
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := (&http.Client{Timeout: 90 * time.Second}).Do(req)
 	if err != nil {
 		return 0, "", err
@@ -141,8 +144,9 @@ func httpCall(method, url, key, body string) (int, string, error) {
 	return resp.StatusCode, string(data), err
 }
 
-func metricLine(url, name string) string {
-	_, body, _ := httpCall(http.MethodGet, url+"/metrics", "", "")
+// metricLine reads one series from /metrics, which needs key once keys exist.
+func metricLine(url, key, name string) string {
+	_, body, _ := httpCall(http.MethodGet, url+"/metrics", key, "")
 	for _, line := range strings.Split(body, "\n") {
 		if strings.HasPrefix(line, name+" ") {
 			return strings.TrimPrefix(line, name+" ")
@@ -170,7 +174,7 @@ func TestServeSIGTERMDrains(t *testing.T) {
 		long <- result{s, b, err}
 	}()
 	deadline := time.Now().Add(30 * time.Second)
-	for metricLine(p.url, "scratchrun_sandboxes_in_use") != "1" {
+	for metricLine(p.url, key, "scratchrun_sandboxes_in_use") != "1" {
 		if time.Now().After(deadline) {
 			t.Fatalf("the run never started:\n%s", p.stderr())
 		}

@@ -215,7 +215,7 @@ func TestHostileSecretsStayOutOfLogsAndErrors(t *testing.T) {
 			errs = append(errs, err.Error())
 		}
 	}
-	res := run(t, e, execapi.Request{Runtime: "bash", Env: env, Limits: execapi.Limits{TimeoutMS: 500}, Code: "sleep 5"})
+	res := run(t, e, execapi.Request{Runtime: "bash", Env: env, Limits: execapi.Limits{TimeoutMS: 1000}, Code: "sleep 5"})
 	if len(errs) != 3 {
 		t.Fatalf("expected 3 validation errors, got %v", errs)
 	}

@@ -1,6 +1,7 @@
 package execapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,28 +9,30 @@ import (
 	"strings"
 )
 
-// DecodeRequest reads one JSON request of at most maxBytes from r. Unknown
-// fields are ignored (clients of the hosted API send extra ones); wrong types,
-// trailing data, oversized bodies and malformed JSON become a *ValidationError
-// naming the field where it can.
+// DecodeRequest reads one JSON request of at most maxBytes from r. Field
+// names match exactly: a key given twice at any level, or differing from a
+// field only in case ("NETWORK"), is refused naming it, never resolved in
+// silence. Other unknown fields are ignored (clients of the hosted API send
+// extra ones). Wrong types, an explicit 0 limit, trailing data, oversized
+// bodies and malformed JSON become a *ValidationError naming the field where
+// it can.
 func DecodeRequest(r io.Reader, maxBytes int64) (Request, error) {
-	limited := &io.LimitedReader{R: r, N: maxBytes + 1}
-	dec := json.NewDecoder(limited)
-	var req Request
-	if err := dec.Decode(&req); err != nil {
-		if limited.N <= 0 {
-			return Request{}, invalid("body", "is larger than %d bytes", maxBytes)
-		}
-		return Request{}, jsonError(err)
-	}
-	if limited.N <= 0 {
+	data, err := io.ReadAll(io.LimitReader(r, maxBytes+1))
+	if int64(len(data)) > maxBytes {
 		return Request{}, invalid("body", "is larger than %d bytes", maxBytes)
 	}
-	var extra json.RawMessage
-	if err := dec.Decode(&extra); err != io.EOF {
-		if limited.N <= 0 {
-			return Request{}, invalid("body", "is larger than %d bytes", maxBytes)
-		}
+	if err != nil {
+		return Request{}, invalid("body", "could not be read: %v", err)
+	}
+	if err := CheckKeys(data, requestFields); err != nil {
+		return Request{}, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var req Request
+	if err := dec.Decode(&req); err != nil {
+		return Request{}, jsonError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
 		return Request{}, invalid("body", "holds more than one JSON value")
 	}
 	return req, nil
@@ -38,7 +41,10 @@ func DecodeRequest(r io.Reader, maxBytes int64) (Request, error) {
 func jsonError(err error) error {
 	var typeErr *json.UnmarshalTypeError
 	var syntaxErr *json.SyntaxError
+	var valErr *ValidationError
 	switch {
+	case errors.As(err, &valErr):
+		return valErr
 	case errors.As(err, &typeErr):
 		field := typeErr.Field
 		if field == "" {

@@ -88,6 +88,8 @@ func checkPath(t *testing.T, p string) {
 		t.Fatalf("accepted path %q climbs", p)
 	case strings.ContainsRune(p, 0), !utf8.ValidString(p), len(p) > maxPathLength:
 		t.Fatalf("accepted path %q has a NUL, bad UTF-8 or is too long", p)
+	case strings.IndexFunc(p, isHiddenRune) >= 0:
+		t.Fatalf("accepted path %q has a control or format character", p)
 	}
 	for _, root := range forbiddenRoots {
 		if p == root || strings.HasPrefix(p, root+"/") {
@@ -104,7 +106,7 @@ func checkAccepted(t *testing.T, p Policy, c Checked) {
 	if c.Code == "" || len(c.Code) > p.MaxCodeBytes || strings.ContainsRune(c.Code, 0) {
 		t.Fatalf("accepted code of %d bytes", len(c.Code))
 	}
-	if c.Timeout <= 0 || c.Timeout > p.MaxTimeout || c.MemoryMB < p.MinMemoryMB || c.MemoryMB > p.MaxMemoryMB {
+	if c.Timeout < p.MinTimeout || c.Timeout > p.MaxTimeout || c.MemoryMB < p.MinMemoryMB || c.MemoryMB > p.MaxMemoryMB {
 		t.Fatalf("accepted limits %s / %d MB", c.Timeout, c.MemoryMB)
 	}
 	if c.Network != NetworkNone && c.Network != NetworkEgress {

@@ -25,6 +25,10 @@ const (
 	EventStarted EventKind = "started"
 	EventStdout  EventKind = "stdout"
 	EventStderr  EventKind = "stderr"
+	// EventSubmitted says the request went to a remote server, which
+	// reports nothing more until the result: whether its sandbox has
+	// started, or the code runs, is not known here.
+	EventSubmitted EventKind = "submitted"
 )
 
 // Event is progress of a run in flight: its start, and output as it arrives.

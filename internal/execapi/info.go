@@ -23,8 +23,10 @@ type Info struct {
 	// EgressAllowed says whether a request may ask for network "egress".
 	EgressAllowed    bool `json:"egress_allowed"`
 	DefaultTimeoutMS int  `json:"default_timeout_ms"`
+	MinTimeoutMS     int  `json:"min_timeout_ms"`
 	MaxTimeoutMS     int  `json:"max_timeout_ms"`
 	DefaultMemoryMB  int  `json:"default_memory_mb"`
+	MinMemoryMB      int  `json:"min_memory_mb"`
 	MaxMemoryMB      int  `json:"max_memory_mb"`
 	// OutputLimitBytes caps stdout and stderr, each.
 	OutputLimitBytes int `json:"output_limit_bytes"`

@@ -5,11 +5,15 @@ import "time"
 // Policy holds the operator's defaults and maxima that validation applies.
 // The zero value is not useful; start from DefaultPolicy.
 type Policy struct {
-	DefaultTimeout  time.Duration
-	MaxTimeout      time.Duration
+	DefaultTimeout time.Duration
+	MaxTimeout     time.Duration
+	// MinTimeout is the shortest timeout a caller may ask for (the hosted
+	// tool's minimum, so that a request valid here is valid there).
+	MinTimeout      time.Duration
 	DefaultMemoryMB int
 	MaxMemoryMB     int
-	// MinMemoryMB keeps a caller from asking for a limit no interpreter starts in.
+	// MinMemoryMB keeps a caller from asking for a limit no interpreter
+	// starts in (the hosted tool's minimum).
 	MinMemoryMB int
 	// MaxCodeBytes bounds Code.
 	MaxCodeBytes int
@@ -27,15 +31,16 @@ type Policy struct {
 	AllowEgress bool
 }
 
-// DefaultPolicy is the contract's documented defaults: timeout 10 s (max 30 s),
-// memory 256 MB (max 512 MB).
+// DefaultPolicy is the contract's documented defaults, the hosted tool's:
+// timeout 10 s (1 s to 30 s), memory 256 MB (64 MB to 512 MB).
 func DefaultPolicy() Policy {
 	return Policy{
 		DefaultTimeout:  10 * time.Second,
 		MaxTimeout:      30 * time.Second,
+		MinTimeout:      time.Second,
 		DefaultMemoryMB: 256,
 		MaxMemoryMB:     512,
-		MinMemoryMB:     16,
+		MinMemoryMB:     64,
 		MaxCodeBytes:    1 << 20,
 		MaxFiles:        100,
 		MaxFileBytes:    8 << 20,

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -56,7 +57,8 @@ func ValidateRuntimeName(field, name string) error {
 
 // ValidatePath checks that p is a path a request may name inside the sandbox:
 // absolute, already clean (no "..", ".", "//" or trailing slash), not the root,
-// and not under /proc, /sys or /dev.
+// not under /proc, /sys or /dev, and free of control and format characters
+// (a U+202E in a path would reorder how notes and logs that echo it read).
 func ValidatePath(field, p string) error {
 	switch {
 	case p == "":
@@ -65,6 +67,9 @@ func ValidatePath(field, p string) error {
 		return invalid(field, "path %q contains a NUL byte", p)
 	case !utf8.ValidString(p):
 		return invalid(field, "path is not valid UTF-8")
+	case strings.IndexFunc(p, isHiddenRune) >= 0:
+		r, _ := utf8.DecodeRuneInString(p[strings.IndexFunc(p, isHiddenRune):])
+		return invalid(field, "path %q contains the control or format character %q; use printable characters only", p, r)
 	case len(p) > maxPathLength:
 		return invalid(field, "path is longer than %d bytes", maxPathLength)
 	case !strings.HasPrefix(p, "/"):
@@ -86,6 +91,14 @@ func ValidatePath(field, p string) error {
 		}
 	}
 	return nil
+}
+
+// isHiddenRune reports runes that change how text reads rather than showing
+// as themselves: controls (C0, DEL, C1), format characters such as the
+// bidirectional overrides U+202A..U+202E and zero-width joiners, and the line
+// and paragraph separators.
+func isHiddenRune(r rune) bool {
+	return unicode.In(r, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp)
 }
 
 // Validate checks req against the policy and returns it with defaults applied.
@@ -132,8 +145,9 @@ func (p Policy) timeout(ms int) (time.Duration, error) {
 		return p.DefaultTimeout, nil
 	}
 	maxMS := int(p.MaxTimeout / time.Millisecond)
-	if ms < 1 || ms > maxMS {
-		return 0, invalid("limits.timeout_ms", "is %d; it must be between 1 and %d (omit it for the default %d)", ms, maxMS, p.DefaultTimeout.Milliseconds())
+	minMS := max(int(p.MinTimeout/time.Millisecond), 1)
+	if ms < minMS || ms > maxMS {
+		return 0, invalid("limits.timeout_ms", "is %d; it must be between %d and %d (omit it for the default %d)", ms, minMS, maxMS, p.DefaultTimeout.Milliseconds())
 	}
 	return time.Duration(ms) * time.Millisecond, nil
 }
@@ -142,7 +156,7 @@ func (p Policy) memory(mb int) (int, error) {
 	if mb == 0 {
 		return p.DefaultMemoryMB, nil
 	}
-	if mb < p.MinMemoryMB || mb > p.MaxMemoryMB {
+	if mb < max(p.MinMemoryMB, 1) || mb > p.MaxMemoryMB {
 		return 0, invalid("limits.memory_mb", "is %d; it must be between %d and %d (omit it for the default %d)", mb, p.MinMemoryMB, p.MaxMemoryMB, p.DefaultMemoryMB)
 	}
 	return mb, nil

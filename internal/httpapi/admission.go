@@ -11,18 +11,20 @@ import (
 // Rejection reasons: the label of scratchrun_rejections_total and the reason
 // a 429 or 503 carries.
 const (
-	reasonAtCapacity     = "at_capacity"     // waited the queue wait, no slot freed
-	reasonQueueFull      = "queue_full"      // the queue was full on arrival
-	reasonKeyRate        = "key_rate"        // the key's runs per minute are used up
-	reasonKeyConcurrency = "key_concurrency" // the key has its maximum in flight
-	reasonDraining       = "draining"        // the server is shutting down
-	reasonUnauthorized   = "unauthorized"    // no or a bad API key
-	reasonInvalidRequest = "invalid_request" // decoding or validation failed
-	reasonBodyTooLarge   = "body_too_large"  // the body exceeded the maximum
-	defaultRunEstimate   = time.Second       // expected run length before any run has finished
-	estimateSmoothing    = 0.2               // weight of the newest run in the running average
-	teardownAllowance    = 2 * time.Second   // a run may outlive its timeout by teardown
-	minimumRetryAfter    = time.Second       // Retry-After is whole seconds, at least one
+	reasonAtCapacity     = "at_capacity"            // waited the queue wait, no slot freed
+	reasonQueueFull      = "queue_full"             // the queue was full on arrival
+	reasonKeyRate        = "key_rate"               // the key's runs per minute are used up
+	reasonKeyConcurrency = "key_concurrency"        // the key has its maximum in flight
+	reasonDraining       = "draining"               // the server is shutting down
+	reasonUnauthorized   = "unauthorized"           // no or a bad API key
+	reasonInvalidRequest = "invalid_request"        // decoding or validation failed
+	reasonBodyTooLarge   = "body_too_large"         // the body exceeded the maximum
+	reasonForbidden      = "forbidden"              // a foreign Origin or a Host a loopback server does not answer to
+	reasonMediaType      = "unsupported_media_type" // a body that is not declared application/json
+	defaultRunEstimate   = time.Second              // expected run length before any run has finished
+	estimateSmoothing    = 0.2                      // weight of the newest run in the running average
+	teardownAllowance    = 2 * time.Second          // a run may outlive its timeout by teardown
+	minimumRetryAfter    = time.Second              // Retry-After is whole seconds, at least one
 )
 
 // admission hands out the engine's sandbox slots. A request gets a slot at

@@ -19,6 +19,7 @@ const (
 	CodeDraining         = "draining"
 	CodeNotFound         = "not_found"
 	CodeMethodNotAllowed = "method_not_allowed"
+	CodeMediaType        = "unsupported_media_type"
 )
 
 // APIError is a non-2xx answer of a ScratchRun server, as the client sees it.

@@ -45,12 +45,16 @@ func NewClient(baseURL, apiKey string, httpClient *http.Client) *Client {
 }
 
 // Exec implements execapi.Executor with POST /v1/exec. The server's API does
-// not stream, so events is never called. Cancelling ctx closes the connection,
-// which makes the server kill the run's sandbox.
+// not stream, so events only hears execapi.EventSubmitted as the request
+// goes out. Cancelling ctx closes the connection, which makes the server
+// kill the run's sandbox.
 func (c *Client) Exec(ctx context.Context, req execapi.Request, events execapi.EventSink) (execapi.Result, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return execapi.Result{}, fmt.Errorf("encode request: %w", err)
+	}
+	if events != nil {
+		events(execapi.Event{Kind: execapi.EventSubmitted})
 	}
 	var res execapi.Result
 	if err := c.do(ctx, http.MethodPost, "/v1/exec", body, &res); err != nil {

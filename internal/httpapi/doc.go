@@ -5,7 +5,10 @@
 // bearer API keys from package store, per-key rate and concurrency limits, a
 // bounded fair queue in front of the engine's sandbox slots, honest
 // Retry-After answers, usage accounting and graceful draining. The MCP front
-// end is mounted at /mcp behind the same keys and the same admission.
+// end is mounted at /mcp behind the same keys and the same admission. Every
+// connection is bounded in time and number (NewBoundedServer, shared with
+// `scratchrun mcp --http`), and every route refuses what a web page could
+// send (GuardOrigin).
 //
 // The client (NewClient) is an execapi.Service over a remote server, so that
 // front ends can hold it in place of the local engine.

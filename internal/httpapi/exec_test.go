@@ -166,6 +166,7 @@ func TestErrorStatuses(t *testing.T) {
 	big := strings.NewReader(`{"runtime": "bash", "code": "` + strings.Repeat("y", 100_000) + `"}`)
 	req, _ := http.NewRequest(http.MethodPost, ts.URL+"/v1/exec", struct{ *strings.Reader }{big})
 	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
 	req.ContentLength = -1
 	resp, err := httpClient.Do(req)
 	if err != nil {

@@ -3,7 +3,9 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"time"
 
@@ -14,6 +16,14 @@ import (
 func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		methodNotAllowed(w, http.MethodPost)
+		return
+	}
+	if !isJSON(r.Header.Get("Content-Type")) {
+		// A browser's form or text/plain POST needs no preflight; the API
+		// takes only what no page can send across origins unasked.
+		s.m.rejections.WithLabelValues(reasonMediaType).Inc()
+		writeError(w, http.StatusUnsupportedMediaType, CodeMediaType,
+			fmt.Sprintf("the body must be JSON sent with Content-Type: application/json, not %q", r.Header.Get("Content-Type")), 0)
 		return
 	}
 	req, ok := s.decodeExec(w, r)
@@ -36,13 +46,10 @@ func (s *Server) decodeExec(w http.ResponseWriter, r *http.Request) (execapi.Req
 		s.tooLarge(w)
 		return execapi.Request{}, false
 	}
-	// A slow body may hold a connection, never a slot; the deadline is
-	// lifted once the body is in so that it cannot cut a run short.
-	rc := http.NewResponseController(w)
-	rc.SetReadDeadline(time.Now().Add(bodyReadTimeout))
+	// A slow body may hold a connection (until BoundBodies' deadline),
+	// never a slot: the request waits for one only once it is decoded.
 	body := &countingReader{r: r.Body}
 	req, err := execapi.DecodeRequest(body, limit)
-	rc.SetReadDeadline(time.Time{})
 	if err != nil {
 		if body.n > limit {
 			s.tooLarge(w)
@@ -134,6 +141,13 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// isJSON reports whether a Content-Type is application/json (parameters
+// such as charset allowed).
+func isJSON(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && mt == "application/json"
 }
 
 func methodNotAllowed(w http.ResponseWriter, allowed string) {

@@ -172,7 +172,7 @@ func TestUsageRowsMatchRuns(t *testing.T) {
 			ka.ID, "python3.13", 0, "success", int64(len("print(open('/tmp/f').read())") + 5 + 3), 6},
 		{bob, `{"runtime": "bash", "code": "echo e >&2; head -c 1000 /dev/zero > /tmp/z", "return_files": ["/tmp/z"]}`,
 			kb.ID, "bash", 0, "success", int64(len("echo e >&2; head -c 1000 /dev/zero > /tmp/z")), 2 + 1000},
-		{bob, `{"runtime": "bash", "code": "sleep 10", "limits": {"timeout_ms": 300}}`, kb.ID, "bash", 124, "timeout", 8, 0},
+		{bob, `{"runtime": "bash", "code": "sleep 10", "limits": {"timeout_ms": 1000}}`, kb.ID, "bash", 124, "timeout", 8, 0},
 	}
 	for i, r := range runs {
 		if a := ts.post(r.key, r.body); a.status != http.StatusOK {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,8 +19,10 @@ import (
 	"time"
 
 	"github.com/scratchrun/scratchrun/internal/engine"
+	"github.com/scratchrun/scratchrun/internal/execapi"
 	"github.com/scratchrun/scratchrun/internal/images"
 	"github.com/scratchrun/scratchrun/internal/leakcheck"
+	"github.com/scratchrun/scratchrun/internal/mcpserver"
 	"github.com/scratchrun/scratchrun/internal/sandbox"
 	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces"
 	"github.com/scratchrun/scratchrun/internal/store"
@@ -113,6 +116,9 @@ type serverOptions struct {
 	queueWait time.Duration
 	maxQueue  int
 	maxBody   int64
+	conns     ConnLimits
+	// mcp mounts the MCP tool at /mcp, as scratchrun serve does.
+	mcp bool
 }
 
 // testServer is a real server on 127.0.0.1 with its own key database.
@@ -123,9 +129,11 @@ type testServer struct {
 	srv    *Server
 	keys   *store.Store
 	dbPath string
-	cancel context.CancelFunc
-	served chan error
-	stop   func() error
+	// metricsURL serves the metrics without a key, as --metrics-addr does.
+	metricsURL string
+	cancel     context.CancelFunc
+	served     chan error
+	stop       func() error
 }
 
 func startServer(t *testing.T, o serverOptions) *testServer {
@@ -145,17 +153,23 @@ func startServerWith(t *testing.T, o serverOptions, mutate func(*engine.Config))
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(Config{Service: eng, Keys: keys, Capacity: o.capacity, QueueWait: o.queueWait, MaxQueue: o.maxQueue, MaxBodyBytes: o.maxBody})
+	cfg := Config{Service: eng, Keys: keys, Capacity: o.capacity, QueueWait: o.queueWait, MaxQueue: o.maxQueue, MaxBodyBytes: o.maxBody, Conns: o.conns}
+	if o.mcp {
+		cfg.MCP = func(svc execapi.Service) http.Handler { return mcpserver.HTTPHandler(svc, mcpserver.Options{}) }
+	}
+	srv, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	metricsSrv := httptest.NewServer(srv.MetricsHandler())
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	before := leakcheck.Take(leakOpts)
 	ctx, cancel := context.WithCancel(context.Background())
-	ts := &testServer{t: t, URL: "http://" + ln.Addr().String(), eng: eng, srv: srv, keys: keys, dbPath: dbPath, cancel: cancel, served: make(chan error, 1)}
+	ts := &testServer{t: t, URL: "http://" + ln.Addr().String(), eng: eng, srv: srv, keys: keys, dbPath: dbPath,
+		metricsURL: metricsSrv.URL, cancel: cancel, served: make(chan error, 1)}
 	go func() { ts.served <- srv.Serve(ctx, ln) }()
 	var stopped bool
 	var stopErr error
@@ -176,6 +190,7 @@ func startServerWith(t *testing.T, o serverOptions, mutate func(*engine.Config))
 		if err := ts.stop(); err != nil {
 			t.Errorf("stop server: %v", err)
 		}
+		metricsSrv.Close()
 		keys.Close()
 		// The engine's warm sandboxes go with it (the shared backend stays).
 		if err := eng.Close(); err != nil {
@@ -205,6 +220,9 @@ type answer struct {
 	status int
 	header http.Header
 	body   []byte
+	// closed says the server closed the connection after the answer
+	// (net/http takes "Connection: close" out of the header).
+	closed bool
 }
 
 func (a answer) errorBody(t *testing.T) errorDetail {
@@ -224,6 +242,9 @@ func (ts *testServer) do(ctx context.Context, method, path, key string, body io.
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
+	if body != nil && method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
@@ -233,7 +254,7 @@ func (ts *testServer) do(ctx context.Context, method, path, key string, body io.
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
-	return answer{status: resp.StatusCode, header: resp.Header, body: data}, err
+	return answer{status: resp.StatusCode, header: resp.Header, body: data, closed: resp.Close}, err
 }
 
 // post sends body to /v1/exec and fails the test on a transport error.
@@ -246,14 +267,20 @@ func (ts *testServer) post(key, body string) answer {
 	return a
 }
 
-// metric reads one sample of the server's /metrics, 0 when absent.
+// metric reads one sample of the server's metrics, 0 when absent, from
+// their own keyless listener.
 func (ts *testServer) metric(name string) float64 {
 	ts.t.Helper()
-	a, err := ts.do(context.Background(), http.MethodGet, "/metrics", "", nil, nil)
-	if err != nil || a.status != http.StatusOK {
-		ts.t.Fatalf("GET /metrics: %v %d", err, a.status)
+	resp, err := httpClient.Get(ts.metricsURL + "/metrics")
+	if err != nil {
+		ts.t.Fatalf("GET /metrics: %v", err)
 	}
-	sc := bufio.NewScanner(bytes.NewReader(a.body))
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		ts.t.Fatalf("GET /metrics: %v %d", err, resp.StatusCode)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(body))
 	for sc.Scan() {
 		line := sc.Text()
 		if strings.HasPrefix(line, name+" ") {

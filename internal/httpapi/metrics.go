@@ -65,7 +65,7 @@ func newMetrics() *metrics {
 		}),
 		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "scratchrun_rejections_total",
-			Help: "Requests refused before running, by reason (at_capacity, queue_full, key_rate, key_concurrency, draining, unauthorized, invalid_request, body_too_large).",
+			Help: "Requests refused before running, by reason (at_capacity, queue_full, key_rate, key_concurrency, draining, unauthorized, invalid_request, body_too_large, forbidden, unsupported_media_type).",
 		}, []string{"reason"}),
 		draining: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "scratchrun_draining",
@@ -78,7 +78,7 @@ func newMetrics() *metrics {
 	// Every reason is exported from the start, so a dashboard sees zeros
 	// rather than missing series.
 	for _, r := range []string{reasonAtCapacity, reasonQueueFull, reasonKeyRate, reasonKeyConcurrency,
-		reasonDraining, reasonUnauthorized, reasonInvalidRequest, reasonBodyTooLarge} {
+		reasonDraining, reasonUnauthorized, reasonInvalidRequest, reasonBodyTooLarge, reasonForbidden, reasonMediaType} {
 		m.rejections.WithLabelValues(r)
 	}
 	return m

@@ -22,10 +22,6 @@ const (
 	DefaultQueuePerSlot = 4
 )
 
-// bodyReadTimeout bounds how long a client may take to send a request body;
-// it is lifted once the body is read, so it never limits a run.
-const bodyReadTimeout = time.Minute
-
 // Config configures a Server.
 type Config struct {
 	// Service runs the requests: the local engine. Required.
@@ -48,6 +44,12 @@ type Config struct {
 	QueueWait time.Duration
 	// MaxBodyBytes bounds a request body (default DefaultMaxBodyBytes).
 	MaxBodyBytes int64
+	// Conns bounds client connections in time and number (zero: defaults).
+	Conns ConnLimits
+	// ListenAddr is the address as the operator gave it (--addr); on a
+	// loopback listener, a Host naming it is accepted besides loopback
+	// names (see GuardOrigin).
+	ListenAddr string
 	// DrainTimeout bounds how long shutdown waits for accepted work before it
 	// cancels what is left (default: the queue wait plus the policy's maximum
 	// timeout plus 15 s for set-up and teardown).
@@ -152,8 +154,14 @@ func policyFromInfo(info execapi.Info) execapi.Policy {
 	if info.DefaultTimeoutMS > 0 {
 		p.DefaultTimeout = time.Duration(info.DefaultTimeoutMS) * time.Millisecond
 	}
+	if info.MinTimeoutMS > 0 {
+		p.MinTimeout = time.Duration(info.MinTimeoutMS) * time.Millisecond
+	}
 	if info.MaxMemoryMB > 0 {
 		p.MaxMemoryMB = info.MaxMemoryMB
+	}
+	if info.MinMemoryMB > 0 {
+		p.MinMemoryMB = info.MinMemoryMB
 	}
 	if info.DefaultMemoryMB > 0 {
 		p.DefaultMemoryMB = info.DefaultMemoryMB
@@ -165,9 +173,10 @@ func policyFromInfo(info execapi.Info) execapi.Policy {
 	return p
 }
 
-// Handler is the server's whole HTTP handler (for embedding it elsewhere;
-// Serve uses it).
-func (s *Server) Handler() http.Handler { return s.handler }
+// MetricsHandler serves the Prometheus metrics without a key, for a
+// listener of their own (`scratchrun serve --metrics-addr`); the API's
+// /metrics needs a key once keys exist.
+func (s *Server) MetricsHandler() http.Handler { return s.m.handler() }
 
 // Service is what the server runs requests through: validation, key limits,
 // fair admission and accounting in front of Config.Service.
@@ -178,15 +187,15 @@ func (s *Server) Service() execapi.Service { return s.gate }
 // and only then does it close the listener and return. Runs still going at
 // Config.DrainTimeout, or when Abort is called, are cancelled, which kills
 // their sandboxes. It returns nil after a drain, or the listener's error.
+//
+// Every connection is bounded (Config.Conns), and every request must come
+// from where GuardOrigin allows.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	hs := &http.Server{
-		Handler:           s.handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-	}
+	refused := func() { s.m.rejections.WithLabelValues(reasonForbidden).Inc() }
+	hs, bounded := NewBoundedServer(ln, guardOrigin(s.handler, ln.Addr(), s.cfg.ListenAddr, refused), s.cfg.Conns,
+		slog.NewLogLogger(s.log.Handler(), slog.LevelDebug))
 	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
+	go func() { served <- hs.Serve(bounded) }()
 	select {
 	case err := <-served:
 		return fmt.Errorf("serve on %s: %w", ln.Addr(), err)
@@ -251,15 +260,17 @@ func (s *Server) Abort() {
 	}
 }
 
-// routes builds the mux. Every route is instrumented; API routes need a key
-// and count as in flight for draining.
+// routes builds the mux. Every route is instrumented; API routes and
+// /metrics need a key (once keys exist), API routes count as in flight for
+// draining. /healthz and /readyz stay open: they say only whether the
+// process and its sandboxes work.
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/v1/exec", s.m.instrument("/v1/exec", s.tracked(s.requireKey(http.HandlerFunc(s.handleExec)))))
 	mux.Handle("/v1/runtimes", s.m.instrument("/v1/runtimes", s.tracked(s.requireKey(http.HandlerFunc(s.handleRuntimes)))))
 	mux.Handle("/healthz", s.m.instrument("/healthz", http.HandlerFunc(s.handleHealth)))
 	mux.Handle("/readyz", s.m.instrument("/readyz", http.HandlerFunc(s.handleReady)))
-	mux.Handle("/metrics", s.m.instrument("/metrics", s.m.handler()))
+	mux.Handle("/metrics", s.m.instrument("/metrics", s.requireKey(s.m.handler())))
 	if s.cfg.MCP != nil {
 		mux.Handle("/mcp", s.m.instrument("/mcp", s.mcpRoute(s.cfg.MCP(s.gate))))
 	}

@@ -11,9 +11,20 @@ import (
 	"github.com/scratchrun/scratchrun/internal/execapi"
 )
 
+// paramFields are the tool's parameters as execapi.CheckKeys knows them:
+// all of them free values (the tool flattens "limits").
+var paramFields = func() execapi.Fields {
+	f := execapi.Fields{}
+	for _, name := range paramNames {
+		f[name] = nil
+	}
+	return f
+}()
+
 // argsToRequest turns the tool's arguments into the contract's Request. It
-// checks only their shape (types, unknown names), naming the parameter; the
-// Service validates values (ranges, paths, runtimes) and names the field.
+// checks only their shape (types, unknown, repeated or miscased names, an
+// explicit 0 limit), naming the parameter; the Service validates values
+// (ranges, paths, runtimes) and names the field.
 func argsToRequest(raw json.RawMessage) (execapi.Request, error) {
 	var req execapi.Request
 	raw = bytes.TrimSpace(raw)
@@ -23,6 +34,11 @@ func argsToRequest(raw json.RawMessage) (execapi.Request, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil {
 		return req, &execapi.ValidationError{Field: "arguments", Message: "must be a JSON object of parameters"}
+	}
+	// A repeated name (at any depth) would silently keep its last value, and
+	// "Network" would be taken for network by a case-folding decoder.
+	if err := execapi.CheckKeys(raw, paramFields); err != nil {
+		return req, err
 	}
 	names := make([]string, 0, len(fields))
 	for name := range fields {
@@ -41,13 +57,15 @@ func argsToRequest(raw json.RawMessage) (execapi.Request, error) {
 		case "code":
 			err = decodeField(name, value, &req.Code, "a string holding the program")
 		case "timeout_ms":
-			err = decodeInt(name, value, &req.Limits.TimeoutMS, "an integer number of milliseconds")
+			err = decodeLimit(name, value, &req.Limits.TimeoutMS, "an integer number of milliseconds")
 		case "memory_mb":
-			err = decodeInt(name, value, &req.Limits.MemoryMB, "an integer number of megabytes")
+			err = decodeLimit(name, value, &req.Limits.MemoryMB, "an integer number of megabytes")
 		case "env":
 			err = decodeStringMap(name, value, &req.Env)
 		case "files":
 			err = decodeStringMap(name, value, &req.Files)
+		case "files_base64":
+			err = decodeStringMap(name, value, &req.FilesBase64)
 		case "return_files":
 			err = decodeStringList(name, value, &req.ReturnFiles)
 		case "network":
@@ -66,6 +84,19 @@ func argsToRequest(raw json.RawMessage) (execapi.Request, error) {
 func decodeField(name string, value json.RawMessage, dst any, want string) error {
 	if err := json.Unmarshal(value, dst); err != nil {
 		return &execapi.ValidationError{Field: name, Message: fmt.Sprintf("must be %s, not %s", want, jsonKind(value))}
+	}
+	return nil
+}
+
+// decodeLimit decodes a limit; 0 is refused, as on the wire: to the
+// contract's Go callers 0 means "the default", which only an absent
+// parameter means here.
+func decodeLimit(name string, value json.RawMessage, dst *int, want string) error {
+	if err := decodeInt(name, value, dst, want); err != nil {
+		return err
+	}
+	if *dst == 0 {
+		return execapi.ExplicitZero(name)
 	}
 	return nil
 }

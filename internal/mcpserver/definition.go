@@ -1,9 +1,10 @@
 package mcpserver
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
-	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -12,7 +13,7 @@ import (
 )
 
 // Parameter names of the tool, in the order the schema lists them.
-var paramNames = []string{"runtime", "code", "timeout_ms", "memory_mb", "env", "files", "return_files", "network"}
+var paramNames = []string{"runtime", "code", "timeout_ms", "memory_mb", "env", "files", "files_base64", "return_files", "network"}
 
 // toolDefinition builds the tool from what the Service offers, so that the
 // schema and the description never promise what it cannot do.
@@ -35,12 +36,14 @@ func toolDefinition(info execapi.Info, described bool, why string, opts Options)
 	}
 }
 
+// runtimeNames lists the installed runtimes in the order a model should
+// consider them: the first is the recommended default.
 func runtimeNames(info execapi.Info) []string {
-	names := make([]string, 0, len(info.Runtimes))
-	for _, rt := range info.Runtimes {
+	rts := orderedRuntimes(info)
+	names := make([]string, 0, len(rts))
+	for _, rt := range rts {
 		names = append(names, rt.Name)
 	}
-	sort.Strings(names)
 	return names
 }
 
@@ -53,9 +56,11 @@ func networkModes(info execapi.Info) []string {
 
 func inputSchema(info execapi.Info, described bool) map[string]any {
 	p := execapi.DefaultPolicy()
+	minTimeout := cmp.Or(info.MinTimeoutMS, int(p.MinTimeout.Milliseconds()))
+	minMemory := cmp.Or(info.MinMemoryMB, p.MinMemoryMB)
 	runtime := map[string]any{
 		"type":        "string",
-		"description": "Interpreter to run the code with (see the tool description for what each one has).",
+		"description": "Interpreter to run the code with; the first listed is the recommended default (see the tool description for what each one has).",
 	}
 	if names := runtimeNames(info); described && len(names) > 0 {
 		runtime["enum"] = names
@@ -83,17 +88,17 @@ func inputSchema(info execapi.Info, described bool) map[string]any {
 			},
 			"timeout_ms": map[string]any{
 				"type":        "integer",
-				"minimum":     1,
+				"minimum":     minTimeout,
 				"maximum":     info.MaxTimeoutMS,
 				"default":     info.DefaultTimeoutMS,
-				"description": fmt.Sprintf("Wall-clock limit in milliseconds (default %d, at most %d). When it passes everything is killed and exit_code is 124.", info.DefaultTimeoutMS, info.MaxTimeoutMS),
+				"description": fmt.Sprintf("Wall-clock limit in milliseconds (default %d, from %d to %d; omit it for the default). When it passes everything is killed and exit_code is 124.", info.DefaultTimeoutMS, minTimeout, info.MaxTimeoutMS),
 			},
 			"memory_mb": map[string]any{
 				"type":        "integer",
-				"minimum":     p.MinMemoryMB,
+				"minimum":     minMemory,
 				"maximum":     info.MaxMemoryMB,
 				"default":     info.DefaultMemoryMB,
-				"description": memoryDoc(info),
+				"description": memoryDoc(info, minMemory),
 			},
 			"env": map[string]any{
 				"type":                 "object",
@@ -104,6 +109,11 @@ func inputSchema(info execapi.Info, described bool) map[string]any {
 				"type":                 "object",
 				"additionalProperties": map[string]any{"type": "string"},
 				"description":          "Text files written before the run: absolute path (e.g. \"/tmp/data.csv\") to content.",
+			},
+			"files_base64": map[string]any{
+				"type":                 "object",
+				"additionalProperties": map[string]any{"type": "string", "contentEncoding": "base64"},
+				"description":          "Binary files written before the run (images, archives, spreadsheets): absolute path to the content in standard base64. A path goes in files or files_base64, not both.",
 			},
 			"return_files": map[string]any{
 				"type":        "array",
@@ -165,6 +175,8 @@ func toolDescription(info execapi.Info, described bool, why string, opts Options
 		"(no files, variables, installed packages or processes). Put everything a step needs into one call's code, " +
 		"and pass input data with `files`.\n\n")
 
+	b.WriteString(isolationSentence(info, described))
+
 	b.WriteString("Runtimes:\n")
 	switch {
 	case !described:
@@ -173,12 +185,14 @@ func toolDescription(info execapi.Info, described bool, why string, opts Options
 	case len(info.Runtimes) == 0:
 		b.WriteString("- None is installed on this server yet (the operator has to run `scratchrun images build`).\n")
 	default:
-		rts := append([]execapi.RuntimeInfo(nil), info.Runtimes...)
-		sort.Slice(rts, func(i, j int) bool { return rts[i].Name < rts[j].Name })
-		for _, rt := range rts {
+		rts := orderedRuntimes(info)
+		for i, rt := range rts {
 			fmt.Fprintf(&b, "- %s", rt.Name)
 			if rt.Version != "" {
 				fmt.Fprintf(&b, " (version %s)", rt.Version)
+			}
+			if i == 0 && len(rts) > 1 {
+				b.WriteString(" [recommended default]")
 			}
 			if len(rt.Libraries) > 0 {
 				fmt.Fprintf(&b, ": %s", strings.Join(rt.Libraries, ", "))
@@ -187,12 +201,15 @@ func toolDescription(info execapi.Info, described bool, why string, opts Options
 			}
 			b.WriteString("\n")
 		}
+		if len(rts) > 1 {
+			fmt.Fprintf(&b, "Use %s unless the task needs another runtime.\n", rts[0].Name)
+		}
 	}
 	b.WriteString("\n")
 
-	b.WriteString("Files: `files` writes text files (absolute paths such as /tmp/data.csv) before the run; the working " +
-		"directory is /tmp. To get charts, images or data back, write them to a file and list its path in " +
-		"`return_files`: PNG, JPEG, GIF, WebP and SVG come back as images, text files as text, other files as " +
+	b.WriteString("Files: `files` writes text files (absolute paths such as /tmp/data.csv) before the run, and " +
+		"`files_base64` binary ones (base64 content); the working directory is /tmp. To get charts, images or " +
+		"data back, write them to a file and list its path in `return_files`: PNG, JPEG, GIF, WebP and SVG come back as images, text files as text, other files as " +
 		"binary resources. With matplotlib use plt.savefig('/tmp/chart.png') (there is no display).\n\n")
 
 	b.WriteString("Secrets: pass API keys and other secrets in `env` and read them from the environment; never put them in `code`.\n\n")
@@ -237,8 +254,8 @@ func toolDescription(info execapi.Info, described bool, why string, opts Options
 
 // memoryDoc describes memory_mb: what happens over it, only where the host
 // enforces it.
-func memoryDoc(info execapi.Info) string {
-	doc := fmt.Sprintf("Memory limit in MB for all processes together (default %d, at most %d).", info.DefaultMemoryMB, info.MaxMemoryMB)
+func memoryDoc(info execapi.Info, minMemory int) string {
+	doc := fmt.Sprintf("Memory limit in MB for all processes together (default %d, from %d to %d; omit it for the default).", info.DefaultMemoryMB, minMemory, info.MaxMemoryMB)
 	if slices.Contains(info.UnenforcedLimits, "memory") {
 		return doc + " NOT enforced on this host: going over it does not stop the program."
 	}
@@ -257,6 +274,61 @@ func limitWords(limits []string) []string {
 		}
 	}
 	return out
+}
+
+// isolationSentence names the isolation level in force, so that a model (and
+// its user) knows what kind of sandbox the code runs in.
+func isolationSentence(info execapi.Info, described bool) string {
+	switch {
+	case !described:
+		return "Isolation: not known right now (the server could not be asked).\n\n"
+	case info.Isolation == "":
+		return "" // a server too old to say
+	case info.Isolation == "namespaces":
+		return "Isolation: namespaces (Linux namespaces, cgroups and seccomp; the sandbox shares the host's kernel).\n\n"
+	case info.Isolation == "gvisor":
+		return "Isolation: gvisor (gVisor's application kernel serves the sandbox's system calls, not the host kernel).\n\n"
+	default:
+		return fmt.Sprintf("Isolation: %s.\n\n", info.Isolation)
+	}
+}
+
+// orderedRuntimes sorts runtimes for a model: Python first, newest first
+// (python3.13 before python3.11, which alphabetical order reverses), then
+// Node, then bash, then anything else; newest first within each family.
+func orderedRuntimes(info execapi.Info) []execapi.RuntimeInfo {
+	rts := slices.Clone(info.Runtimes)
+	rank := func(family string) int {
+		if i := slices.Index([]string{"python", "node", "bash"}, family); i >= 0 {
+			return i
+		}
+		return 3
+	}
+	slices.SortStableFunc(rts, func(a, b execapi.RuntimeInfo) int {
+		fa, va := splitRuntimeName(a.Name)
+		fb, vb := splitRuntimeName(b.Name)
+		return cmp.Or(
+			cmp.Compare(rank(fa), rank(fb)),
+			strings.Compare(fa, fb),
+			-slices.Compare(va, vb),
+			strings.Compare(a.Name, b.Name),
+		)
+	})
+	return rts
+}
+
+// splitRuntimeName splits "python3.13" into "python" and [3 13].
+func splitRuntimeName(name string) (string, []int) {
+	i := strings.IndexAny(name, "0123456789")
+	if i < 0 {
+		return name, nil
+	}
+	var version []int
+	for _, part := range strings.FieldsFunc(name[i:], func(r rune) bool { return r < '0' || r > '9' }) {
+		n, _ := strconv.Atoi(part)
+		version = append(version, n)
+	}
+	return name[:i], version
 }
 
 func humanSize(n int64) string {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 
@@ -41,8 +40,8 @@ func TestToolsListDescribesWhatTheEngineOffers(t *testing.T) {
 	for name := range props {
 		names = append(names, name)
 	}
-	sort.Strings(names)
-	want := []string{"code", "env", "files", "memory_mb", "network", "return_files", "runtime", "timeout_ms"}
+	slices.Sort(names)
+	want := []string{"code", "env", "files", "files_base64", "memory_mb", "network", "return_files", "runtime", "timeout_ms"}
 	if !slices.Equal(names, want) {
 		t.Errorf("parameters %v, want exactly %v", names, want)
 	}
@@ -61,22 +60,24 @@ func TestToolsListDescribesWhatTheEngineOffers(t *testing.T) {
 	for _, rt := range info.Runtimes {
 		installed = append(installed, rt.Name)
 	}
-	sort.Strings(installed)
-	if !slices.Equal(enum, installed) || !slices.Contains(enum, "python3.13") || !slices.Contains(enum, "bash") {
-		t.Errorf("runtime enum %v, want the installed runtimes %v", enum, installed)
+	// The newest Python first (alphabetical order put python3.11 first),
+	// then Node, then bash: the first is the recommended default.
+	if want := []string{"python3.13", "python3.11", "node20", "bash"}; !slices.Equal(enum, want) {
+		t.Errorf("runtime enum %v, want %v (installed: %v)", enum, want, installed)
 	}
 	timeout := props["timeout_ms"].(map[string]any)
-	if timeout["type"] != "integer" || timeout["maximum"] != float64(info.MaxTimeoutMS) || timeout["default"] != float64(info.DefaultTimeoutMS) {
+	if timeout["type"] != "integer" || timeout["maximum"] != float64(info.MaxTimeoutMS) || timeout["default"] != float64(info.DefaultTimeoutMS) ||
+		timeout["minimum"] != float64(1000) {
 		t.Errorf("timeout_ms schema %v", timeout)
 	}
 	memory := props["memory_mb"].(map[string]any)
-	if memory["maximum"] != float64(info.MaxMemoryMB) || memory["minimum"] != float64(16) {
+	if memory["maximum"] != float64(info.MaxMemoryMB) || memory["minimum"] != float64(64) {
 		t.Errorf("memory_mb schema %v", memory)
 	}
 	if network := props["network"].(map[string]any); !slices.Equal(network["enum"].([]any), []any{"none"}) {
 		t.Errorf("network enum %v: egress is not allowed by the engine, so only \"none\"", network["enum"])
 	}
-	for _, obj := range []string{"env", "files"} {
+	for _, obj := range []string{"env", "files", "files_base64"} {
 		ap := props[obj].(map[string]any)["additionalProperties"].(map[string]any)
 		if ap["type"] != "string" {
 			t.Errorf("%s values must be strings: %v", obj, props[obj])
@@ -109,7 +110,10 @@ func TestToolsListDescribesWhatTheEngineOffers(t *testing.T) {
 	for _, want := range []string{
 		"fresh", "nothing persists", "return_files", "env", "124", "137", "Network: none",
 		"python3.13", "numpy", "pandas", "matplotlib", "node20", "bash", "plt.savefig",
-		"30000", "512",
+		"30000", "512", "files_base64",
+		// The README promises the isolation level; the newest Python is
+		// named as the default to use.
+		"Isolation: " + info.Isolation, "Use python3.13 unless",
 	} {
 		if !strings.Contains(d, want) {
 			t.Errorf("description lacks %q:\n%s", want, d)
@@ -142,4 +146,22 @@ func (e egressInfo) Describe(ctx context.Context) (execapi.Info, error) {
 	info, err := e.Service.Describe(ctx)
 	info.EgressAllowed = true
 	return info, err
+}
+
+// Runtimes are offered newest Python first whatever the catalog holds, so
+// a model reading the list top-down picks the recommended one.
+func TestRuntimeOrder(t *testing.T) {
+	info := execapi.Info{}
+	for _, name := range []string{"bash", "deno2", "node18", "node20", "python3.11", "python3.12", "python3.13", "python3.9"} {
+		info.Runtimes = append(info.Runtimes, execapi.RuntimeInfo{Name: name})
+	}
+	got := runtimeNames(info)
+	want := []string{"python3.13", "python3.12", "python3.11", "python3.9", "node20", "node18", "bash", "deno2"}
+	if !slices.Equal(got, want) {
+		t.Errorf("order %v, want %v", got, want)
+	}
+	d := toolDescription(info, true, "", Options{}.withDefaults())
+	if !strings.Contains(d, "- python3.13 [recommended default]") || !strings.Contains(d, "Use python3.13 unless") {
+		t.Errorf("the description does not recommend python3.13:\n%s", d)
+	}
 }

@@ -39,11 +39,16 @@ func (t *tool) handle(ctx context.Context, call *mcp.CallToolRequest) (*mcp.Call
 		progress.stop()
 	}
 	if err != nil {
-		if execapi.IsValidation(err) {
+		switch {
+		case execapi.IsValidation(err):
 			// The runtime list may have changed under us (images built or
 			// pruned): let the next tools/list show the current one.
 			t.refresh(ctx, true)
-		} else {
+		case ctx.Err() != nil:
+			// The client cancelled (or went away): nothing failed, and the
+			// transport drops this answer (see Transport).
+			t.log.Debug("mcp: call cancelled", "runtime", req.Runtime)
+		default:
 			t.log.Warn("mcp: exec failed", "runtime", req.Runtime, "err", t.opts.redact(err.Error()))
 		}
 		return toolError(t.execErrorMessage(err)), nil

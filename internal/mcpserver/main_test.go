@@ -99,7 +99,7 @@ func connect(t testing.TB, svc execapi.Service, opts Options, copts *mcp.ClientO
 		t.Fatal(err)
 	}
 	st, ct := mcp.NewInMemoryTransports()
-	ss, err := server.Connect(ctx, st, nil)
+	ss, err := server.Connect(ctx, Transport(st), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

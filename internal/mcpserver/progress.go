@@ -36,8 +36,11 @@ type progressReporter struct {
 	limit    time.Duration
 	interval time.Duration
 
-	mu       sync.Mutex
-	started  bool
+	mu      sync.Mutex
+	started bool
+	// remote says a remote server runs the call and reports nothing until
+	// the result, so all that is known is the wait.
+	remote   bool
 	tail     []byte
 	outBytes int64
 	last     float64
@@ -61,6 +64,8 @@ func (p *progressReporter) observe(ev execapi.Event) {
 	switch ev.Kind {
 	case execapi.EventStarted:
 		p.started = true
+	case execapi.EventSubmitted:
+		p.remote = true
 	case execapi.EventStdout, execapi.EventStderr:
 		p.started = true
 		p.outBytes += int64(len(ev.Data))
@@ -109,6 +114,8 @@ func (p *progressReporter) next() *mcp.ProgressNotificationParams {
 	p.last = progress
 	var msg string
 	switch {
+	case p.remote && !p.started:
+		msg = fmt.Sprintf("Waiting for the server (%.1f s)", elapsed.Seconds())
 	case !p.started:
 		msg = fmt.Sprintf("Starting a sandbox (%.1f s)", elapsed.Seconds())
 	case p.outBytes == 0:

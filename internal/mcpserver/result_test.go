@@ -49,7 +49,7 @@ func TestSuccessTextAndStructuredContent(t *testing.T) {
 // The engine's note (a timeout, here) reaches the model, and exit code 124.
 func TestTimeoutNote(t *testing.T) {
 	cs := connect(t, testEngine(t), Options{}, nil)
-	res := call(t, cs, map[string]any{"runtime": "bash", "code": "echo start; sleep 10", "timeout_ms": 500})
+	res := call(t, cs, map[string]any{"runtime": "bash", "code": "echo start; sleep 10", "timeout_ms": 1000})
 	sr := structured(t, res)
 	text := textOf(t, res.Content[0])
 	if sr.ExitCode != 124 || !strings.Contains(sr.Note, "timeout") || !strings.Contains(text, "exit_code: 124") || !strings.Contains(text, "note: ") {

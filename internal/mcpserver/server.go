@@ -151,7 +151,9 @@ func New(ctx context.Context, svc execapi.Service, opts Options) (*mcp.Server, e
 // It has no authentication of its own: the caller wraps it (for example
 // with auth.RequireBearerToken, whose TokenInfo.UserID becomes the caller
 // recorded with execapi.WithCaller). DNS-rebinding protection for loopback
-// listeners is the SDK's default and stays on.
+// listeners is the SDK's default and stays on; Origin is the caller's to
+// check (httpapi.CheckOrigin). A response to a call the client cancelled is
+// dropped, as for Transport.
 func HTTPHandler(svc execapi.Service, opts Options) http.Handler {
 	opts = opts.withDefaults()
 	server, err := New(context.Background(), svc, opts)
@@ -161,8 +163,8 @@ func HTTPHandler(svc execapi.Service, opts Options) http.Handler {
 			http.Error(w, "MCP server unavailable: "+err.Error(), http.StatusInternalServerError)
 		})
 	}
-	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
-		&mcp.StreamableHTTPOptions{Logger: opts.Logger, SessionTimeout: opts.SessionTimeout})
+	return newCancelFilter(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
+		&mcp.StreamableHTTPOptions{Logger: opts.Logger, SessionTimeout: opts.SessionTimeout}))
 }
 
 const serverInstructions = "ScratchRun runs code in a fresh, isolated Linux sandbox per call " +
@@ -243,8 +245,10 @@ func fallbackInfo() execapi.Info {
 	return execapi.Info{
 		NetworkDefault:   execapi.NetworkNone,
 		DefaultTimeoutMS: int(p.DefaultTimeout.Milliseconds()),
+		MinTimeoutMS:     int(p.MinTimeout.Milliseconds()),
 		MaxTimeoutMS:     int(p.MaxTimeout.Milliseconds()),
 		DefaultMemoryMB:  p.DefaultMemoryMB,
+		MinMemoryMB:      p.MinMemoryMB,
 		MaxMemoryMB:      p.MaxMemoryMB,
 	}
 }

@@ -51,8 +51,9 @@ try {
   const tool = tools[0];
   const props = tool.inputSchema.properties ?? {};
   const params = Object.keys(props).sort().join(",");
-  check(params === "code,env,files,memory_mb,network,return_files,runtime,timeout_ms", `parameters: ${params}`);
-  check(Array.isArray(props.runtime.enum) && props.runtime.enum.includes("python3.13"), `runtime enum: ${JSON.stringify(props.runtime.enum)}`);
+  check(params === "code,env,files,files_base64,memory_mb,network,return_files,runtime,timeout_ms", `parameters: ${params}`);
+  // The newest Python comes first: it is the recommended default.
+  check(Array.isArray(props.runtime.enum) && props.runtime.enum[0] === "python3.13", `runtime enum: ${JSON.stringify(props.runtime.enum)}`);
   check(tool.annotations?.readOnlyHint === false && tool.annotations?.destructiveHint === false, `annotations: ${JSON.stringify(tool.annotations)}`);
   check(tool.outputSchema?.type === "object", "no output schema");
 
@@ -92,7 +93,30 @@ try {
   const bad = await client.callTool({ name: "scratchrun_exec", arguments: { runtime: "python3.13", code: "print(1)", timeout_ms: 999999 } });
   check(bad.isError === true && bad.content[0].text.includes("timeout_ms"), `bad timeout_ms: ${JSON.stringify(bad)}`);
 
-  console.log(`ok: ${mode}: ${tools.length} tool, chart PNG ${png.length} bytes, ${progressCount} progress notifications`);
+  // Cancelling a call gets no response, as the MCP specification requires
+  // (this SDK reports a late one as "a response for an unknown message ID"),
+  // and the next call is served.
+  const errors = [];
+  client.onerror = (e) => errors.push(String(e?.message ?? e));
+  const abort = new AbortController();
+  const cancelled = await client
+    .callTool({ name: "scratchrun_exec", arguments: { runtime: "bash", code: "echo running; sleep 20", timeout_ms: 30000 } }, undefined, {
+      signal: abort.signal,
+      timeout: 120000,
+      onprogress: (p) => {
+        if (p.message?.includes("running")) abort.abort("test cancels");
+      },
+    })
+    .then(() => "resolved", () => "rejected");
+  check(cancelled === "rejected", `cancelled call: ${cancelled}`);
+  // The sandbox is killed within milliseconds; a response to the cancelled
+  // call would come right after. Give it ample time, then a round trip.
+  await new Promise((r) => setTimeout(r, 1500));
+  const after = await client.callTool({ name: "scratchrun_exec", arguments: { runtime: "bash", code: "echo after" } });
+  check(!after.isError && after.structuredContent?.stdout === "after\n", `call after the cancellation: ${JSON.stringify(after.content)}`);
+  check(!errors.some((e) => e.includes("unknown message ID")), `a cancelled call got a response: ${errors.join("; ")}`);
+
+  console.log(`ok: ${mode}: ${tools.length} tool, chart PNG ${png.length} bytes, ${progressCount} progress notifications, cancellation without response`);
 } catch (err) {
   fail(err?.stack ?? String(err));
 } finally {

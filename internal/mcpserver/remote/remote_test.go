@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -122,17 +123,23 @@ func startServer(t *testing.T) (string, string) {
 // MCP server whose Service is the remote client of url.
 func session(t *testing.T, url, key string) *mcp.ClientSession {
 	t.Helper()
+	return sessionWith(t, url, key, mcpserver.Options{}, nil)
+}
+
+func sessionWith(t *testing.T, url, key string, opts mcpserver.Options, copts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
 	ctx := context.Background()
-	server, err := mcpserver.New(ctx, New(url, key, nil), mcpserver.Options{Redact: []string{key}})
+	opts.Redact = []string{key}
+	server, err := mcpserver.New(ctx, New(url, key, nil), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	st, ct := mcp.NewInMemoryTransports()
-	ss, err := server.Connect(ctx, st, nil)
+	ss, err := server.Connect(ctx, mcpserver.Transport(st), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "remote-test", Version: "1"}, nil).Connect(ctx, ct, nil)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "remote-test", Version: "1"}, copts).Connect(ctx, ct, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,6 +216,38 @@ func TestRemoteSuccessThenRateLimited(t *testing.T) {
 	res = callExec(t, cs, map[string]any{"runtime": "bash", "code": "x", "timeout_ms": 999999})
 	if msg := text(res); !res.IsError || !strings.Contains(msg, "Invalid argument timeout_ms") {
 		t.Errorf("bad timeout_ms through the server: %q", msg)
+	}
+}
+
+// In remote mode the MCP server cannot see the sandbox: its progress says
+// what it knows, that it waits for the server, rather than "Starting a
+// sandbox" while the code already runs there.
+func TestRemoteProgressSaysItWaitsForTheServer(t *testing.T) {
+	url, key := startServer(t)
+	var mu sync.Mutex
+	var messages []string
+	cs := sessionWith(t, url, key, mcpserver.Options{ProgressInterval: 200 * time.Millisecond}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
+			messages = append(messages, req.Params.Message)
+			mu.Unlock()
+		},
+	})
+	params := &mcp.CallToolParams{Name: mcpserver.ToolName, Arguments: map[string]any{"runtime": "bash", "code": "sleep 1.5; echo done"}}
+	params.SetProgressToken("remote")
+	res, err := cs.CallTool(context.Background(), params)
+	if err != nil || res.IsError {
+		t.Fatalf("call: %v %s", err, text(res))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(messages) == 0 {
+		t.Fatal("no progress during a 1.5 s remote run")
+	}
+	for _, m := range messages {
+		if !strings.HasPrefix(m, "Waiting for the server (") {
+			t.Errorf("progress %q, want \"Waiting for the server (N s)\"", m)
+		}
 	}
 }
 
