@@ -172,6 +172,38 @@ func newBackend(log *slog.Logger) (closableBackend, error) {
 	return b, nil
 }
 
+// allowUnenforcedEnv lets root run sandboxes without the limits the host
+// cannot enforce.
+const allowUnenforcedEnv = "SCRATCHRUN_ALLOW_UNENFORCED_LIMITS"
+
+// refuseUnenforcedAsRoot stops root from running sandboxes without memory,
+// process or CPU limits unless the operator said so: root can always have
+// them, so their absence is a broken setup (a container without cgroup
+// access, say), not a choice. An ordinary user is warned instead, and every
+// result says so.
+func refuseUnenforcedAsRoot(b sandbox.Backend) error {
+	missing := b.UnenforcedLimits()
+	if os.Geteuid() != 0 || len(missing) == 0 {
+		return nil
+	}
+	if v := os.Getenv(allowUnenforcedEnv); v != "" {
+		ok, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("%s=%q: want 1 or 0", allowUnenforcedEnv, v)
+		}
+		if ok {
+			return nil
+		}
+	}
+	warning := sandbox.UnenforcedWarning(missing, "")
+	for _, l := range b.Limitations() {
+		if strings.Contains(l, " NOT enforced") {
+			warning = l
+		}
+	}
+	return fmt.Errorf("running as root, but %s Set %s=1 to run without them", warning, allowUnenforcedEnv)
+}
+
 // networkSettings resolves the network policy from flags and environment.
 func networkSettings(cfg *engine.Config) (*netpolicy.Config, error) {
 	def := operator.networkDefault
@@ -215,9 +247,9 @@ func networkSettings(cfg *engine.Config) (*netpolicy.Config, error) {
 			return nil, fmt.Errorf("SCRATCHRUN_EGRESS_SUBNET=%q: %v", v, err)
 		}
 	}
-	if d := os.Getenv("SCRATCHRUN_STATE_DIR"); d != "" {
-		nc.LockDir = d
-	}
+	// nc.LockDir stays /run/scratchrun whatever SCRATCHRUN_STATE_DIR says:
+	// every engine of the host must find the same lock files, or two would
+	// each think themselves alone and remove the other's interfaces.
 	return &nc, nil
 }
 
@@ -307,6 +339,10 @@ func newEngineWithPool(log *slog.Logger, pool engine.PoolConfig) (*engine.Engine
 	}
 	backend, err := newBackend(log)
 	if err != nil {
+		return nil, err
+	}
+	if err := refuseUnenforcedAsRoot(backend); err != nil {
+		backend.Close()
 		return nil, err
 	}
 	for _, l := range backend.Limitations() {

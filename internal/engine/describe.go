@@ -24,6 +24,10 @@ func (e *Engine) Describe(context.Context) (execapi.Info, error) {
 		MaxMemoryMB:      p.MaxMemoryMB,
 		OutputLimitBytes: e.cfg.OutputLimitBytes,
 		MaxReturnBytes:   e.cfg.MaxReturnBytes,
+		UnenforcedLimits: []string{},
+	}
+	for _, l := range e.backend.UnenforcedLimits() {
+		info.UnenforcedLimits = append(info.UnenforcedLimits, string(l))
 	}
 	for _, rt := range e.store.Installed() {
 		libs := rt.Libraries

@@ -351,6 +351,9 @@ func (e *Engine) result(c execapi.Checked, o sandbox.Outcome, t sandbox.Teardown
 	for p, data := range o.Files {
 		r.Files[p] = base64.StdEncoding.EncodeToString(data)
 	}
+	// Every result, not only the first: a caller must never read a run
+	// that stayed under no memory limit as one that did.
+	r.AddNote(sandbox.UnenforcedNote(e.backend.UnenforcedLimits()))
 	if !t.Purged {
 		r.AddNote("Teardown of the sandbox could not be verified")
 	}

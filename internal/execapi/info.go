@@ -32,6 +32,10 @@ type Info struct {
 	OutputLimitBytes int `json:"output_limit_bytes"`
 	// MaxReturnBytes caps all return files of one run together.
 	MaxReturnBytes int64 `json:"max_return_bytes"`
+	// UnenforcedLimits names the limits this host cannot enforce ("memory",
+	// "processes", "cpu"; empty when all are): an ordinary user without a
+	// delegated cgroup, say. Every result's note says so too.
+	UnenforcedLimits []string `json:"unenforced_limits"`
 }
 
 // Service is an Executor that can also describe itself. The local engine and

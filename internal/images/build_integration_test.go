@@ -90,6 +90,10 @@ func checkRuntime(t *testing.T, s *Store, name string) {
 			t.Errorf("/%s: %v %v, want 1777", d, fi.Mode(), err)
 		}
 	}
+	// An unprivileged engine copies /root into its sandboxes' HOME.
+	if fi, err := os.Stat(filepath.Join(rootfs, "root")); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Errorf("/root: %v %v, want 0755", fi.Mode(), err)
+	}
 	if lists, _ := filepath.Glob(filepath.Join(rootfs, "var/lib/apt/lists/*_Packages")); len(lists) != 0 {
 		t.Errorf("apt lists left in the image: %v", lists)
 	}

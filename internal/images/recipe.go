@@ -37,12 +37,16 @@ var dpkgOptions = []string{
 // They make the tree fit a sandbox: a fixed identity (hosts, hostname)
 // instead of the build host's, no resolver configuration of the build host
 // (networked sandboxes get theirs from the egress setup), writable /code
-// and /tmp, and no apt state (sandboxes never run apt).
+// and /tmp, a /root everyone may read (it holds only what recipes bake into
+// it, such as matplotlib's font cache: an unprivileged engine copies it into
+// its sandboxes' HOME, which the sandbox cannot write otherwise), and no apt
+// state (sandboxes never run apt).
 var commonHooks = []string{
 	`rm -f "$1/etc/hosts" && printf '127.0.0.1 localhost sandbox\n::1 localhost ip6-localhost ip6-loopback\n' > "$1/etc/hosts"`,
 	`rm -f "$1/etc/hostname" && echo sandbox > "$1/etc/hostname"`,
 	`rm -f "$1/etc/resolv.conf" && : > "$1/etc/resolv.conf"`,
 	`mkdir -p "$1/code" "$1/tmp" && chmod 1777 "$1/code" "$1/tmp"`,
+	`mkdir -p "$1/root" && chmod 0755 "$1/root"`,
 	`rm -rf "$1/var/cache/apt/archives/"*.deb "$1/var/cache/apt/"*.bin "$1/var/lib/apt/lists/"*_Packages "$1/var/lib/apt/lists/"*Release* "$1/var/log/"*.log "$1/var/log/apt/"*.log`,
 }
 

@@ -98,7 +98,7 @@ func inputSchema(info execapi.Info, described bool) map[string]any {
 				"minimum":     minMemory,
 				"maximum":     info.MaxMemoryMB,
 				"default":     info.DefaultMemoryMB,
-				"description": fmt.Sprintf("Memory limit in MB for all processes together (default %d, from %d to %d; omit it for the default). Over it the program is killed: exit_code 137 and a note.", info.DefaultMemoryMB, minMemory, info.MaxMemoryMB),
+				"description": memoryDoc(info, minMemory),
 			},
 			"env": map[string]any{
 				"type":                 "object",
@@ -235,10 +235,45 @@ func toolDescription(info execapi.Info, described bool, why string, opts Options
 		"large images are scaled down and large files cut, and the note says so. Print summaries rather than whole data sets.\n\n",
 		humanSize(int64(opts.MaxResultBytes)), humanSize(int64(opts.MaxOutputBytes)))
 
+	if len(info.UnenforcedLimits) > 0 {
+		fmt.Fprintf(&b, "NOT enforced on this host: the %s limits (unenforced_limits: %s). A program may use more "+
+			"than that without being stopped, so keep it within them yourself; every result's note repeats this.\n\n",
+			strings.Join(limitWords(info.UnenforcedLimits), ", "), strings.Join(info.UnenforcedLimits, ", "))
+	}
+
+	if slices.Contains(info.UnenforcedLimits, "memory") {
+		b.WriteString("Exit codes: 124 = killed at the timeout; 137 = killed by a signal (SIGKILL); anything else is " +
+			"the program's own exit status. state_purged = true means the sandbox was verifiably destroyed.")
+		return b.String()
+	}
 	b.WriteString("Exit codes: 124 = killed at the timeout; 137 = killed, usually because the memory limit was hit " +
 		"(the note says so); anything else is the program's own exit status. state_purged = true means the sandbox " +
 		"was verifiably destroyed.")
 	return b.String()
+}
+
+// memoryDoc describes memory_mb: what happens over it, only where the host
+// enforces it.
+func memoryDoc(info execapi.Info, minMemory int) string {
+	doc := fmt.Sprintf("Memory limit in MB for all processes together (default %d, from %d to %d; omit it for the default).", info.DefaultMemoryMB, minMemory, info.MaxMemoryMB)
+	if slices.Contains(info.UnenforcedLimits, "memory") {
+		return doc + " NOT enforced on this host: going over it does not stop the program."
+	}
+	return doc + " Over it the program is killed: exit_code 137 and a note."
+}
+
+// limitWords names unenforced_limits values in prose.
+func limitWords(limits []string) []string {
+	words := map[string]string{"memory": "memory (memory_mb)", "processes": "process-count", "cpu": "CPU"}
+	out := make([]string, 0, len(limits))
+	for _, l := range limits {
+		if w, ok := words[l]; ok {
+			out = append(out, w)
+		} else {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // isolationSentence names the isolation level in force, so that a model (and

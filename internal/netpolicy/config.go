@@ -3,6 +3,7 @@ package netpolicy
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 )
 
 // Config is the operator's egress policy.
@@ -25,9 +26,27 @@ type Config struct {
 	Blocked []netip.Prefix
 	// PoolSize is how many slots are kept ready ahead of demand.
 	PoolSize int
-	// LockDir holds the lock that makes one engine per network namespace the
-	// owner of egress.
+	// LockDir holds the lock files through which the engines of one network
+	// namespace share egress (one per namespace, while an engine uses it).
+	// Every engine on a host must use the same one.
 	LockDir string
+}
+
+// fingerprint is the policy as engines sharing a namespace must agree on it,
+// one setting per line.
+func (c Config) fingerprint() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "table %s\ninterfaces %s*\nsubnet %s\n", c.Table, c.InterfacePrefix, c.Subnet.Masked())
+	for _, d := range c.DNS {
+		fmt.Fprintf(&b, "dns %s\n", d)
+	}
+	for _, p := range c.Allowed {
+		fmt.Fprintf(&b, "allow %s\n", p)
+	}
+	for _, p := range c.Blocked {
+		fmt.Fprintf(&b, "block %s\n", p)
+	}
+	return b.String()
 }
 
 // BlockedByDefault are the IPv4 destinations no sandbox may reach: private,

@@ -28,29 +28,33 @@ type env struct {
 	backend *namespaces.Backend
 }
 
-func newEgressEngine(t *testing.T) *env {
+func newEgressEngine(t *testing.T) *env { return newNamedEgressEngine(t, "") }
+
+// newNamedEgressEngine makes an engine of its own (state directory, backend,
+// network manager) named by suffix, so that a test can run several, as
+// several engine processes on one host would.
+func newNamedEgressEngine(t *testing.T, suffix string) *env {
 	t.Helper()
 	pid := os.Getpid()
-	stateDir := fmt.Sprintf("/run/scratchrun-nettest-%d", pid)
-	cgroupParent := fmt.Sprintf("scratchrun-nettest-%d", pid)
+	stateDir := fmt.Sprintf("/run/scratchrun-nettest-%d%s", pid, suffix)
+	cgroupParent := fmt.Sprintf("scratchrun-nettest-%d%s", pid, suffix)
 	store, err := images.OpenStore(images.Options{Root: "/var/lib/scratchrun", UIDBase: images.DefaultUIDBase})
 	if err != nil {
 		t.Fatal(err)
 	}
 	backend, err := namespaces.New(namespaces.Options{StateDir: stateDir, CgroupParent: cgroupParent})
 	if err != nil {
+		os.RemoveAll(stateDir)
 		t.Fatal(err)
 	}
+	// Registered first, run last: even when a step below fails.
+	t.Cleanup(func() {
+		backend.Close()
+		os.RemoveAll(stateDir)
+	})
 	cfg := netpolicy.DefaultConfig()
 	cfg.DNS = []netip.Addr{resolver}
 	mgr, err := netpolicy.New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ecfg := engine.DefaultConfig()
-	ecfg.Policy.AllowEgress = true
-	ecfg.Network = mgr
-	eng, err := engine.New(ecfg, store, backend)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,9 +62,14 @@ func newEgressEngine(t *testing.T) *env {
 		if err := mgr.Close(); err != nil {
 			t.Errorf("close network manager: %v", err)
 		}
-		backend.Close()
-		os.RemoveAll(stateDir)
 	})
+	ecfg := engine.DefaultConfig()
+	ecfg.Policy.AllowEgress = true
+	ecfg.Network = mgr
+	eng, err := engine.New(ecfg, store, backend)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return &env{eng: eng, mgr: mgr, backend: backend}
 }
 
@@ -239,11 +248,13 @@ func TestEgressPolicy(t *testing.T) {
 		t.Errorf("IPv6 inside an egress sandbox: %q %q", v6.Stdout, v6.Stderr)
 	}
 
-	// A second engine in the same namespace cannot take egress over.
+	// A second engine in the same namespace with another policy is refused,
+	// rather than run under rules it did not ask for.
 	cfg := netpolicy.DefaultConfig()
 	cfg.DNS = []netip.Addr{resolver}
-	if _, err := netpolicy.New(cfg, nil); err == nil || !strings.Contains(err.Error(), "owns network egress") {
-		t.Errorf("second manager: %v, want a refusal", err)
+	cfg.Blocked = []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}
+	if _, err := netpolicy.New(cfg, nil); err == nil || !strings.Contains(err.Error(), "different policy") {
+		t.Errorf("second manager with another policy: %v, want a refusal", err)
 	}
 
 	if err := e.mgr.Close(); err != nil {

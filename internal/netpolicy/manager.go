@@ -5,28 +5,38 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 )
 
 // Manager installs the egress policy and hands out slots, keeping PoolSize of
 // them ready so that a call with egress costs little more than one without.
+//
+// Engines on one host share the policy: the first engine with egress in a
+// network namespace installs the table (replacing whatever a crashed engine
+// left), later ones with the same policy join it, and the last one out
+// removes it. Slot indexes (interface names and addresses) are claimed
+// across processes with a lock per slot (see hostLock), so engines never
+// take each other's.
 type Manager struct {
 	cfg   Config
 	log   *slog.Logger
-	lock  *os.File
+	lock  *hostLock
+	slots int // how many /30 slots the subnet holds
 	ready chan *Slot
 
 	mu     sync.Mutex
-	free   []int // slot indexes not in use
+	held   map[int]bool // slot indexes this engine holds
+	next   int          // where the search for a free index starts
 	closed bool
 	wake   chan struct{}
 	done   chan struct{}
 }
 
-// New installs the policy (replacing a table left by an earlier engine) and
-// starts filling the pool. It needs CAP_NET_ADMIN in the current network
-// namespace: root on the host.
+// New joins the engines using egress in the current network namespace,
+// installing the policy when it is the first (replacing a table and
+// removing interfaces left by a crashed engine), and starts filling the
+// pool. It fails when another engine there runs a different policy. It needs
+// CAP_NET_ADMIN in the current network namespace: root on the host.
 func New(cfg Config, log *slog.Logger) (*Manager, error) {
 	if len(cfg.DNS) == 0 {
 		cfg.DNS = HostResolvers()
@@ -37,49 +47,71 @@ func New(cfg Config, log *slog.Logger) (*Manager, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	lock, err := lockNamespace(cfg.LockDir)
+	lock, first, err := joinHost(cfg.LockDir, cfg.fingerprint())
 	if err != nil {
 		return nil, err
 	}
-	if err := enableForwarding(); err != nil {
-		lock.Close()
+	if err := setUp(cfg, first); err != nil {
+		last, _ := lock.leave()
+		if last {
+			_ = removeRules(cfg.Table)
+		}
+		lock.close(last)
 		return nil, err
 	}
-	if err := installRules(cfg); err != nil {
-		lock.Close()
-		return nil, err
-	}
-	slots := 1 << (32 - cfg.Subnet.Bits() - 2)
-	m := &Manager{cfg: cfg, log: log, lock: lock, ready: make(chan *Slot, max(cfg.PoolSize, 0)),
+	lock.openGate()
+	sweepLockFiles(cfg.LockDir)
+	m := &Manager{cfg: cfg, log: log, lock: lock, slots: 1 << (32 - cfg.Subnet.Bits() - 2),
+		ready: make(chan *Slot, max(cfg.PoolSize, 0)), held: map[int]bool{},
 		wake: make(chan struct{}, 1), done: make(chan struct{})}
-	for i := slots - 1; i >= 0; i-- {
-		m.free = append(m.free, i)
-	}
 	go m.fill()
 	return m, nil
+}
+
+// setUp prepares the namespace for egress. The first engine replaces the
+// table and removes every sandbox interface (no engine is left to own one:
+// a crashed engine's); a later one only makes sure the table is there.
+func setUp(cfg Config, first bool) error {
+	if err := enableForwarding(); err != nil {
+		return err
+	}
+	if first {
+		removeLinks(cfg.InterfacePrefix)
+		return installRules(cfg)
+	}
+	if !tableExists(cfg.Table) {
+		return installRules(cfg)
+	}
+	return nil
 }
 
 // Config returns the policy in force.
 func (m *Manager) Config() Config { return m.cfg }
 
+// take claims a free slot index, one no engine on the host holds.
 func (m *Manager) take() (int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
 		return 0, errors.New("netpolicy: closed")
 	}
-	if len(m.free) == 0 {
-		return 0, errors.New("netpolicy: every network slot is in use")
+	for n := range m.slots {
+		i := (m.next + n) % m.slots
+		if m.held[i] || !m.lock.claimSlot(i) {
+			continue
+		}
+		m.held[i] = true
+		m.next = i + 1
+		return i, nil
 	}
-	i := m.free[len(m.free)-1]
-	m.free = m.free[:len(m.free)-1]
-	return i, nil
+	return 0, errors.New("netpolicy: every network slot is in use")
 }
 
 func (m *Manager) give(i int) {
 	m.mu.Lock()
-	m.free = append(m.free, i)
-	m.mu.Unlock()
+	defer m.mu.Unlock()
+	m.lock.releaseSlot(i)
+	delete(m.held, i)
 }
 
 // fill keeps the ready pool full until Close.
@@ -159,7 +191,8 @@ func (m *Manager) release(s *Slot) error {
 	return nil
 }
 
-// Close destroys the ready slots and removes the policy's table. Slots still
+// Close destroys the ready slots and leaves the engines sharing egress; the
+// last one out removes the policy's table and the lock file. Slots still
 // held by callers must be released first.
 func (m *Manager) Close() error {
 	m.mu.Lock()
@@ -181,7 +214,11 @@ func (m *Manager) Close() error {
 		}
 		break
 	}
-	errs = append(errs, removeRules(m.cfg.Table))
-	m.lock.Close()
+	last, err := m.lock.leave()
+	errs = append(errs, err)
+	if last {
+		errs = append(errs, removeRules(m.cfg.Table))
+	}
+	errs = append(errs, m.lock.close(last))
 	return errors.Join(errs...)
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -49,6 +50,13 @@ func slotAddrs(subnet netip.Prefix, i int) (host, sandbox netip.Addr) {
 func createSlot(c Config, i int) (*Slot, error) {
 	host, sandbox := slotAddrs(c.Subnet, i)
 	s := &Slot{index: i, hostName: fmt.Sprintf("%s%d", c.InterfacePrefix, i), Address: sandbox, Gateway: host, DNS: c.DNS}
+	// The caller holds slot i's lock: an interface of that name is what a
+	// crashed engine left.
+	if link, err := netlink.LinkByName(s.hostName); err == nil {
+		if err := netlink.LinkDel(link); err != nil {
+			return nil, fmt.Errorf("slot %d: remove a stale %s: %w", i, s.hostName, err)
+		}
+	}
 	ns, err := newNamespace()
 	if err != nil {
 		return nil, err
@@ -178,6 +186,21 @@ func (s *Slot) destroy() error {
 
 func addr(a netip.Addr, bits int) *netlink.Addr {
 	return &netlink.Addr{IPNet: &net.IPNet{IP: net.IP(a.AsSlice()), Mask: net.CIDRMask(bits, 32)}}
+}
+
+// removeLinks deletes every interface whose name starts with prefix: the
+// sandbox interfaces a crashed engine left (their namespaces usually take
+// them along when they go; this is for any that a lingering process kept).
+func removeLinks(prefix string) {
+	links, err := netlink.LinkList()
+	if err != nil {
+		return
+	}
+	for _, l := range links {
+		if strings.HasPrefix(l.Attrs().Name, prefix) {
+			_ = netlink.LinkDel(l)
+		}
+	}
 }
 
 // enableForwarding turns on IPv4 forwarding in the engine's network

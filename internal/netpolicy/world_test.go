@@ -29,6 +29,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(isolatedEnv) == "" {
 		os.Exit(reexecIsolated())
 	}
+	if os.Getenv(holderEnv) != "" {
+		holdEgress()
+	}
 	os.Exit(m.Run())
 }
 

@@ -16,8 +16,12 @@ type Backend interface {
 	// Destroy on the result, whatever happens next.
 	Create(ctx context.Context, cfg Config) (Sandbox, error)
 	// Limitations lists, once, what this backend cannot enforce on this host
-	// (empty when everything is enforced).
+	// (empty when everything is enforced), as sentences for an operator.
 	Limitations() []string
+	// UnenforcedLimits lists the limits this backend cannot enforce on this
+	// host (empty when it enforces them all): the engine notes them on every
+	// result and front ends in their descriptions.
+	UnenforcedLimits() []Limit
 }
 
 // Sandbox is one created sandbox. Run may be called at most once.

@@ -108,3 +108,103 @@ func TestSweepOneKillsAndRemoves(t *testing.T) {
 		t.Errorf("leftovers %v", left)
 	}
 }
+
+// Two engines share one parent: the one that closes while the other still
+// has a group leaves the parent to it at once, without an error (it used to
+// retry removing it for a second per controller and then fail with EBUSY),
+// and the other engine goes on creating groups there.
+func TestRemoveParentLeavesAnotherEnginesGroups(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create cgroups")
+	}
+	parent := fmt.Sprintf("scratchrun-cgtest-shared-%d", os.Getpid())
+	first, err := New(parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := New(parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := first.Create("e1_1_1", Limits{MaxPids: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := second.Create("e2_1_1", Limits{MaxPids: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.RemoveParent(); err != nil {
+		t.Errorf("closing beside another engine's group: %v", err)
+	}
+	for _, dir := range first.Parents() {
+		if _, err := os.Stat(dir); err != nil {
+			t.Errorf("the shared parent went: %v", err)
+		}
+	}
+	if left := first.Leftovers(); len(left) != len(first.Parents()) {
+		t.Errorf("the first engine's group is not intact: %v", left)
+	}
+	again, err := first.Create("e1_1_2", Limits{MaxPids: 8})
+	if err != nil {
+		t.Fatalf("the first engine cannot create groups after the second closed: %v", err)
+	}
+	for _, x := range []*Group{again, held} {
+		if err := x.Destroy(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := first.RemoveParent(); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range first.Parents() {
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("the last engine out left %s (%v)", dir, err)
+		}
+	}
+}
+
+// While an engine is creating a group (it holds the parent's lock), no
+// engine removes the parent under it; and a parent removed while an engine
+// waited for the lock is re-created for it.
+func TestParentLockKeepsCreatorsSafe(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create cgroups")
+	}
+	parent := fmt.Sprintf("scratchrun-cgtest-lock-%d", os.Getpid())
+	m, err := New(parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.RemoveParent()
+	dir := m.Parents()[0]
+	lock, err := m.lockParent(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.RemoveParent(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("the parent was removed under a creator's lock: %v", err)
+	}
+	lock.Close()
+	if err := m.RemoveParent(); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range m.Parents() {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Fatalf("unused parent %s not removed: %v", d, err)
+		}
+	}
+	g, err := m.Create("after-removal", Limits{MaxPids: 8, MemoryBytes: 64 << 20})
+	if err != nil {
+		t.Fatalf("create after the parent was removed: %v", err)
+	}
+	if err := g.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+}

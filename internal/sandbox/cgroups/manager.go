@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Limits are what one sandbox's group enforces. Zero fields are left unlimited.
@@ -26,10 +28,24 @@ type Limits struct {
 }
 
 // Manager creates sandbox groups below one parent directory of the hierarchy.
+//
+// Several engines on one host share the parent (each sandbox's group is
+// named after its engine): creating a group holds a shared lock on the
+// parent directory, and RemoveParent removes it only under an exclusive one
+// and only when it holds no group, so that no engine waits for another or
+// removes the directory another is creating a group in.
 type Manager struct {
 	version Version
 	// dirs are the parent directories: one on v2, one per controller on v1.
 	dirs map[string]string
+	// enforced are the controllers whose limits apply (all of Controllers,
+	// except in a delegated v2 subtree that does not offer some).
+	enforced map[string]bool
+	// delegated is the cgroup v2 directory delegated to this process that
+	// the engine moved into a leaf of ("" when not delegated).
+	delegated string
+	// why says why some controllers are missing.
+	why string
 }
 
 // ErrUnavailable is returned by New when no usable, writable hierarchy exists
@@ -37,26 +53,46 @@ type Manager struct {
 var ErrUnavailable = errors.New("no writable cgroup hierarchy with the memory, pids and cpu controllers")
 
 // New finds the mounted hierarchy and prepares the parent directory named
-// parent (e.g. "scratchrun") below it.
+// parent (e.g. "scratchrun") below it: at the hierarchy's root when this
+// process may write there (root), else below this process's own cgroup v2
+// when that is delegated to it (an ordinary user in a systemd scope with
+// Delegate=yes, as rootless Podman uses), moving the process itself into
+// a leaf (LeafName) next to the parent. A delegated subtree may lack
+// controllers: Missing says which.
 func New(parent string) (*Manager, error) {
-	if parent == "" || strings.Contains(parent, "..") {
+	if parent == "" || strings.Contains(parent, "..") || parent == LeafName {
 		return nil, fmt.Errorf("cgroup parent %q is not a plain name", parent)
 	}
-	v2, v1, err := findHierarchies()
+	h, err := findHierarchies()
 	if err != nil {
 		return nil, err
 	}
-	if v2 != "" {
-		return newV2(v2, parent)
+	var rootErr error
+	switch {
+	case h.v2 != "":
+		m, err := newV2(h.v2, parent)
+		if err == nil {
+			return m, nil
+		}
+		rootErr = err
+	case len(h.v1) == len(Controllers):
+		m, err := newV1(h.v1, parent)
+		if err == nil {
+			return m, nil
+		}
+		rootErr = err
+	default:
+		rootErr = ErrUnavailable
 	}
-	if len(v1) == len(v1Controllers) {
-		return newV1(v1, parent)
+	m, derr := newDelegated(h, parent)
+	if derr == nil {
+		return m, nil
 	}
-	return nil, ErrUnavailable
+	return nil, fmt.Errorf("%w; %v", rootErr, derr)
 }
 
 func newV1(mounts map[string]string, parent string) (*Manager, error) {
-	m := &Manager{version: V1, dirs: map[string]string{}}
+	m := &Manager{version: V1, dirs: map[string]string{}, enforced: map[string]bool{}}
 	for controller, mnt := range mounts {
 		dir := filepath.Join(mnt, parent)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -66,6 +102,7 @@ func newV1(mounts map[string]string, parent string) (*Manager, error) {
 			return nil, fmt.Errorf("%w: %s is not writable: %v", ErrUnavailable, dir, err)
 		}
 		m.dirs[controller] = dir
+		m.enforced[controller] = true
 	}
 	return m, nil
 }
@@ -78,33 +115,125 @@ func newV2(mnt, parent string) (*Manager, error) {
 	if err := syscall.Access(dir, 2 /* W_OK */); err != nil {
 		return nil, fmt.Errorf("%w: %s is not writable: %v", ErrUnavailable, dir, err)
 	}
-	enable := "+" + strings.Join(v2Controllers, " +")
+	m := &Manager{version: V2, dirs: map[string]string{"": dir}, enforced: map[string]bool{}}
+	for _, c := range Controllers {
+		m.enforced[c] = true
+	}
 	// Controllers must be enabled at every level from the mount down to us.
-	for _, d := range []string{mnt, dir} {
-		if err := os.WriteFile(filepath.Join(d, "cgroup.subtree_control"), []byte(enable), 0); err != nil {
-			return nil, fmt.Errorf("%w: enable %s in %s: %v", ErrUnavailable, enable, d, err)
+	if err := write(mnt, "cgroup.subtree_control", m.enableLine()); err != nil {
+		return nil, fmt.Errorf("%w: enable %s in %s: %v", ErrUnavailable, m.enableLine(), mnt, err)
+	}
+	if err := m.ensureParent(dir); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	return m, nil
+}
+
+// enableLine is what cgroup.subtree_control gets on v2: "+memory +pids +cpu",
+// or the enforced subset.
+func (m *Manager) enableLine() string {
+	var on []string
+	for _, c := range Controllers {
+		if m.enforced[c] {
+			on = append(on, "+"+c)
 		}
 	}
-	return &Manager{version: V2, dirs: map[string]string{"": dir}}, nil
+	return strings.Join(on, " ")
 }
 
 // Version reports which hierarchy the manager drives.
 func (m *Manager) Version() Version { return m.version }
+
+// Missing lists the controllers of Controllers whose limits this manager
+// cannot apply, and why (empty when it applies them all).
+func (m *Manager) Missing() (controllers []string, why string) {
+	for _, c := range Controllers {
+		if !m.enforced[c] {
+			controllers = append(controllers, c)
+		}
+	}
+	return controllers, m.why
+}
+
+// Delegated is the cgroup v2 directory delegated to this process that the
+// manager works in ("" when it works at the hierarchy's root).
+func (m *Manager) Delegated() string { return m.delegated }
+
+// Parents are the parent directories (one per v1 controller, one on v2).
+func (m *Manager) Parents() []string {
+	var out []string
+	for _, d := range m.dirs {
+		out = append(out, d)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ensureParent creates parent directory dir if it is missing and, on v2,
+// enables the controllers for its children (again: another engine may have
+// removed and re-created it).
+func (m *Manager) ensureParent(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create cgroup parent %s: %w", dir, err)
+	}
+	if m.version == V2 && m.enableLine() != "" {
+		if err := write(dir, "cgroup.subtree_control", m.enableLine()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// lockParent makes sure parent directory dir exists and takes a shared lock
+// on it, which keeps every engine's RemoveParent from removing it until the
+// returned file is closed.
+func (m *Manager) lockParent(dir string) (*os.File, error) {
+	for range 100 {
+		if err := m.ensureParent(dir); err != nil {
+			return nil, err
+		}
+		f, err := os.Open(dir)
+		if os.IsNotExist(err) {
+			continue // removed by another engine just now
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_SH); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("lock cgroup parent %s: %w", dir, err)
+		}
+		if sameFile(f, dir) {
+			return f, nil
+		}
+		// Removed (and perhaps re-created) while we waited for the lock.
+		f.Close()
+	}
+	return nil, fmt.Errorf("cgroup parent %s keeps disappearing", dir)
+}
+
+// sameFile reports whether the open file f is still what path names.
+func sameFile(f *os.File, path string) bool {
+	var a, b unix.Stat_t
+	return unix.Fstat(int(f.Fd()), &a) == nil && unix.Stat(path, &b) == nil && a.Dev == b.Dev && a.Ino == b.Ino
+}
 
 // Create makes the group for sandbox id and applies limits.
 func (m *Manager) Create(id string, limits Limits) (*Group, error) {
 	if id == "" || strings.ContainsAny(id, "/.") {
 		return nil, fmt.Errorf("cgroup id %q is not a plain name", id)
 	}
-	g := &Group{version: m.version, dirs: map[string]string{}}
+	g := &Group{version: m.version, dirs: map[string]string{}, enforced: m.enforced}
 	for controller, parent := range m.dirs {
 		dir := filepath.Join(parent, id)
-		// The parent may have been removed by RemoveParent while idle.
-		if err := os.MkdirAll(parent, 0o755); err != nil {
+		lock, err := m.lockParent(parent)
+		if err != nil {
 			g.Destroy()
-			return nil, fmt.Errorf("create cgroup parent %s: %w", parent, err)
+			return nil, err
 		}
-		if err := os.Mkdir(dir, 0o755); err != nil {
+		err = os.Mkdir(dir, 0o755)
+		lock.Close()
+		if err != nil {
 			g.Destroy()
 			return nil, fmt.Errorf("create cgroup %s: %w", dir, err)
 		}
@@ -121,7 +250,7 @@ func (m *Manager) Create(id string, limits Limits) (*Group, error) {
 // parent) and removes it: what a crashed engine left behind. It reports 1 when
 // it removed a group.
 func (m *Manager) SweepOne(id string) (int, error) {
-	g := &Group{version: m.version, dirs: map[string]string{}}
+	g := &Group{version: m.version, dirs: map[string]string{}, enforced: m.enforced}
 	for controller, p := range m.dirs {
 		if _, err := os.Stat(filepath.Join(p, id)); err == nil {
 			g.dirs[controller] = filepath.Join(p, id)
@@ -137,25 +266,60 @@ func (m *Manager) SweepOne(id string) (int, error) {
 	return 1, nil
 }
 
-// RemoveParent removes the parent directories if they are empty (a parent
-// still holding groups stays, and that is not an error). The kernel may
-// report a just-emptied directory busy for a moment, so it retries briefly.
+// RemoveParent removes the parent directories that hold no group. A parent
+// that still holds groups (another engine's) stays, at once and without
+// error; so does one another engine is creating a group in. Only a parent
+// that just lost its last group is retried briefly: the kernel releases a
+// removed group asynchronously.
 func (m *Manager) RemoveParent() error {
 	var errs []error
 	for _, dir := range m.dirs {
-		var err error
-		for range 100 {
-			err = os.Remove(dir)
-			if err == nil || os.IsNotExist(err) || !errors.Is(err, syscall.EBUSY) {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		if err != nil && !os.IsNotExist(err) && !errors.Is(err, syscall.ENOTEMPTY) {
+		if err := removeUnusedDir(dir); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// removeUnusedDir removes cgroup directory dir unless it has child groups
+// or another engine holds its lock.
+func removeUnusedDir(dir string) error {
+	f, err := os.Open(dir)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return nil // another engine is creating a group in it
+	}
+	for range 100 {
+		if hasChildGroups(dir) {
+			return nil
+		}
+		err = unix.Rmdir(dir)
+		if err == nil || errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		if !errors.Is(err, unix.EBUSY) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return fmt.Errorf("remove %s: %w", dir, err)
+}
+
+// hasChildGroups reports whether cgroup directory dir has child groups.
+func hasChildGroups(dir string) bool {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.IsDir() {
+			return true
+		}
+	}
+	return false
 }
 
 // Leftovers lists group directories below the parent, on every controller
@@ -178,6 +342,8 @@ func (m *Manager) Leftovers() []string {
 type Group struct {
 	version Version
 	dirs    map[string]string
+	// enforced are the controllers whose limits apply (the manager's).
+	enforced map[string]bool
 }
 
 func (g *Group) dir(controller string) string {
@@ -195,6 +361,12 @@ func write(dir, file, value string) error {
 }
 
 func (g *Group) apply(l Limits) error {
+	if !g.enforced["pids"] {
+		l.MaxPids = 0
+	}
+	if !g.enforced["cpu"] {
+		l.CPUs, l.Background = 0, false
+	}
 	if l.MemoryBytes > 0 {
 		if err := g.SetMemory(l.MemoryBytes); err != nil {
 			return err
@@ -231,6 +403,9 @@ func (g *Group) apply(l Limits) error {
 // weight when its job arrives. (A tenth, not the minimum: a build must still
 // finish within its timeouts on a busy machine.)
 func (g *Group) SetBackground(on bool) error {
+	if !g.enforced["cpu"] {
+		return nil
+	}
 	if g.version == V2 {
 		return write(g.dir("cpu"), "cpu.weight", map[bool]string{true: "10", false: "100"}[on])
 	}
@@ -239,6 +414,9 @@ func (g *Group) SetBackground(on bool) error {
 
 // SetMemory sets the memory limit, swap included, to bytes.
 func (g *Group) SetMemory(bytes int64) error {
+	if !g.enforced["memory"] {
+		return nil
+	}
 	v := strconv.FormatInt(bytes, 10)
 	dir := g.dir("memory")
 	if g.version == V2 {

@@ -79,6 +79,7 @@ type Backend struct {
 	seq         atomic.Uint64
 	overhead    int64
 	limitations []string
+	unenforced  []sandbox.Limit
 	seccomp     []byte // packed by bpfload.Encode
 	keepCaps    []uintptr
 	initCaps    []string
@@ -162,10 +163,21 @@ func New(opts Options) (*Backend, error) {
 	if b.instance, err = initbin.InstanceName(os.Getpid()); err != nil {
 		return nil, err
 	}
+	var why string
 	if b.cgroups, err = cgroups.New(opts.CgroupParent); err != nil {
-		b.cgroups = nil
-		b.limitations = append(b.limitations, fmt.Sprintf(
-			"memory and CPU limits are NOT enforced (%v); process counts (inside the Sentry), timeouts, output caps and file-system size caps are", err))
+		b.cgroups, why = nil, err.Error()
+	} else {
+		_, why = b.cgroups.Missing()
+	}
+	// The process count is enforced inside the Sentry (RLIMIT_NPROC), with or
+	// without a cgroup.
+	for _, l := range cgroups.Unenforced(b.cgroups) {
+		if l != sandbox.LimitProcesses {
+			b.unenforced = append(b.unenforced, l)
+		}
+	}
+	if len(b.unenforced) > 0 {
+		b.limitations = append(b.limitations, sandbox.UnenforcedWarning(b.unenforced, why))
 	}
 	if n, err := b.sweep(); err != nil {
 		opts.Logger.Warn("cleaning up gVisor sandboxes of an earlier engine", "err", err)
@@ -205,6 +217,9 @@ func (b *Backend) Name() string { return "gvisor" }
 
 // Limitations implements sandbox.Backend.
 func (b *Backend) Limitations() []string { return b.limitations }
+
+// UnenforcedLimits implements sandbox.Backend.
+func (b *Backend) UnenforcedLimits() []sandbox.Limit { return b.unenforced }
 
 // Platform is the runsc platform sandboxes run on ("systrap" or "kvm").
 func (b *Backend) Platform() string { return b.platform }

@@ -46,8 +46,8 @@ type Backend struct {
 	mountDir    string
 	rootless    bool
 	instance    string
-	seq         atomic.Uint64
 	limitations []string
+	unenforced  []sandbox.Limit
 	seccomp     []byte // packed by bpfload.Encode
 	keepCaps    []uintptr
 
@@ -59,6 +59,10 @@ type Backend struct {
 }
 
 var _ sandbox.Backend = (*Backend)(nil)
+
+// sandboxSeq numbers sandboxes per process, not per backend: backends of one
+// process share the instance name, and may share a cgroup parent.
+var sandboxSeq atomic.Uint64
 
 // DefaultStateDir is where the backend keeps its files when Options.StateDir
 // is empty.
@@ -114,9 +118,9 @@ func New(opts Options) (*Backend, error) {
 			b.keepCaps = append(b.keepCaps, c)
 		}
 	}
-	if err := b.startSpawner(); err != nil {
-		return nil, fmt.Errorf("the namespaces backend needs %s (scripts/install.sh builds it): %w", spawner.BinaryName, err)
-	}
+	// Cgroups first: in a delegated cgroup v2 subtree the engine moves itself
+	// into a leaf, and the spawner must start there too, not in the
+	// delegated group, which may then hand no controller to its children.
 	b.instance, err = initbin.InstanceName(os.Getpid())
 	if err != nil {
 		return nil, err
@@ -124,12 +128,21 @@ func New(opts Options) (*Backend, error) {
 	b.cgroups, err = cgroups.New(opts.CgroupParent)
 	if err != nil {
 		b.cgroups = nil
-		b.limitations = append(b.limitations,
-			fmt.Sprintf("memory, process-count and CPU limits are NOT enforced (%v); timeouts, output caps and file-system size caps are", err))
-	} else if n, err := b.sweep(); err != nil {
-		opts.Logger.Warn("cleaning up sandboxes of an earlier engine", "err", err)
-	} else if n > 0 {
-		opts.Logger.Info("removed sandboxes left by an earlier engine", "count", n)
+		b.unenforced = cgroups.Unenforced(nil)
+		b.limitations = append(b.limitations, sandbox.UnenforcedWarning(b.unenforced, err.Error()))
+	} else {
+		if b.unenforced = cgroups.Unenforced(b.cgroups); len(b.unenforced) > 0 {
+			_, why := b.cgroups.Missing()
+			b.limitations = append(b.limitations, sandbox.UnenforcedWarning(b.unenforced, why))
+		}
+		if n, err := b.sweep(); err != nil {
+			opts.Logger.Warn("cleaning up sandboxes of an earlier engine", "err", err)
+		} else if n > 0 {
+			opts.Logger.Info("removed sandboxes left by an earlier engine", "count", n)
+		}
+	}
+	if err := b.startSpawner(); err != nil {
+		return nil, fmt.Errorf("the namespaces backend needs %s (scripts/install.sh builds it): %w", spawner.BinaryName, err)
 	}
 	if b.rootless {
 		b.limitations = append(b.limitations,
@@ -159,6 +172,9 @@ func (b *Backend) Name() string { return "namespaces" }
 
 // Limitations implements sandbox.Backend.
 func (b *Backend) Limitations() []string { return b.limitations }
+
+// UnenforcedLimits implements sandbox.Backend.
+func (b *Backend) UnenforcedLimits() []sandbox.Limit { return b.unenforced }
 
 // Cgroups exposes the cgroup manager (nil when limits are not enforced), so
 // that leak checks can list what is left.
@@ -197,7 +213,7 @@ func (b *Backend) sweep() (int, error) {
 
 // Create implements sandbox.Backend.
 func (b *Backend) Create(ctx context.Context, cfg sandbox.Config) (sandbox.Sandbox, error) {
-	id := fmt.Sprintf("%s_%d", b.instance, b.seq.Add(1))
+	id := fmt.Sprintf("%s_%d", b.instance, sandboxSeq.Add(1))
 	s := &nsSandbox{id: id, backend: b, background: cfg.Background}
 	if err := s.start(ctx, cfg); err != nil {
 		s.Destroy()

@@ -99,6 +99,7 @@ func (s *nsSandbox) start(ctx context.Context, cfg sandbox.Config) error {
 		MaxInodes:     cfg.MaxInodes,
 		Hostname:      "sandbox",
 		MapsGroups:    !b.rootless,
+		CopyHome:      b.rootless,
 		// Compiled once in the engine; init only installs it.
 		Seccomp:          b.seccomp,
 		KeepCapabilities: b.keepCaps,

@@ -26,6 +26,11 @@ type SetupMessage struct {
 	// MapsGroups is false when only one gid is mapped (unprivileged engine),
 	// so devpts cannot be given the tty group.
 	MapsGroups bool
+	// CopyHome makes /root a private, writable copy of the image's /root.
+	// An unprivileged engine needs it: the sandbox's root is then the user's
+	// own uid, and the image's /root belongs to a uid its user namespace does
+	// not map, so HOME would be read-only (and, mode 0700, unreadable).
+	CopyHome bool
 	// JoinedNetwork is true when init starts in a prepared network namespace
 	// (egress), which the engine has already configured.
 	JoinedNetwork bool

@@ -32,6 +32,7 @@ const (
 	setupJoinedNetwork = 1 << 1
 	setupLockDownEarly = 1 << 2
 	setupPrestart      = 1 << 3
+	setupCopyHome      = 1 << 4
 )
 
 // Result flag bits.
@@ -190,7 +191,7 @@ func (m SetupMessage) MarshalBinary() ([]byte, error) {
 	e.u64(uint64(m.MaxInodes))
 	e.str(m.Hostname)
 	e.u64(flag(m.MapsGroups, setupMapsGroups) | flag(m.JoinedNetwork, setupJoinedNetwork) |
-		flag(m.LockDownEarly, setupLockDownEarly) | flag(m.Prestart != nil, setupPrestart))
+		flag(m.LockDownEarly, setupLockDownEarly) | flag(m.Prestart != nil, setupPrestart) | flag(m.CopyHome, setupCopyHome))
 	e.list(m.DNS)
 	e.list(m.MaskPaths)
 	e.list(m.ReadOnlyPaths)
@@ -222,6 +223,7 @@ func (m *SetupMessage) UnmarshalBinary(b []byte) error {
 	m.MapsGroups = flags&setupMapsGroups != 0
 	m.JoinedNetwork = flags&setupJoinedNetwork != 0
 	m.LockDownEarly = flags&setupLockDownEarly != 0
+	m.CopyHome = flags&setupCopyHome != 0
 	m.DNS = d.list()
 	m.MaskPaths = d.list()
 	m.ReadOnlyPaths = d.list()

@@ -15,7 +15,7 @@ func TestWireRoundTrip(t *testing.T) {
 		out encoding.BinaryUnmarshaler
 	}{
 		{SetupMessage{RootFS: "/img", MountDir: "/run/m", WritableBytes: 1 << 30, TmpBytes: 5, MaxInodes: 7, Hostname: "sandbox",
-			MapsGroups: true, LockDownEarly: true, DNS: []string{"192.0.2.53"}, MaskPaths: MaskedPaths, ReadOnlyPaths: ReadOnlyPaths, Seccomp: []byte{1, 2, 3, 4, 5, 6, 7, 8},
+			MapsGroups: true, CopyHome: true, LockDownEarly: true, DNS: []string{"192.0.2.53"}, MaskPaths: MaskedPaths, ReadOnlyPaths: ReadOnlyPaths, Seccomp: []byte{1, 2, 3, 4, 5, 6, 7, 8},
 			KeepCapabilities: []uintptr{0, 5, 63}, Prestart: &PrestartSpec{Argv: []string{"python3", "-c", "x"}, Env: []string{"A=b"}, Dir: "/code"}},
 			&SetupMessage{}},
 		{SetupMessage{JoinedNetwork: true}, &SetupMessage{}},
