@@ -98,9 +98,11 @@ func TestPolicyDenies(t *testing.T) {
 			}
 		}
 	}
-	for _, args := range argSets {
-		if v := sim.run(t, native(unix.SYS_CLONE3, args...)); v != retNOSYS {
-			t.Errorf("clone3%#x: verdict %#x, want ENOSYS", args, v)
+	for _, name := range append([]string{"clone3"}, unavailableSyscalls...) {
+		for _, args := range argSets {
+			if v := sim.run(t, native(nr(t, name), args...)); v != retNOSYS {
+				t.Errorf("%s%#x: verdict %#x, want ENOSYS", name, args, v)
+			}
 		}
 	}
 	docker := []struct {
@@ -203,7 +205,7 @@ func extraVerdict(name string, args [maxArgs]uint64) (v uint32, ok bool) {
 	switch {
 	case slices.Contains(deniedSyscalls, name):
 		return retEPERM, true
-	case name == "clone3":
+	case name == "clone3", slices.Contains(unavailableSyscalls, name):
 		return retNOSYS, true
 	case name == "clone" && args[cloneFlagsArg]&namespaceCloneFlags != 0:
 		return retEPERM, true
@@ -313,7 +315,7 @@ func TestUnknownNamesOnlyInAllowRules(t *testing.T) {
 // TestDeniedSyscallsExist: every extra denial names a real x86_64 syscall,
 // so none is silently skipped.
 func TestDeniedSyscallsExist(t *testing.T) {
-	for _, name := range append(slices.Clone(deniedSyscalls), "clone", "clone3") {
+	for _, name := range append(slices.Concat(deniedSyscalls, unavailableSyscalls), "clone", "clone3") {
 		nr(t, name)
 	}
 }
