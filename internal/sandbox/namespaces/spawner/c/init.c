@@ -503,16 +503,22 @@ static int build_root(const struct setup *s) {
 	         (unsigned long long)s->max_inodes);
 	if (do_mount("tmpfs", s->mount_dir, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
 		return -1;
-	char *upper = join(s->mount_dir, "upper"), *work = join(s->mount_dir, "work"), *root = join(s->mount_dir, "root");
-	const char *dirs[] = {upper, work, root};
-	for (int i = 0; i < 3; i++)
+	char *lower = join(s->mount_dir, "lower"), *upper = join(s->mount_dir, "upper"), *work = join(s->mount_dir, "work"),
+	     *root = join(s->mount_dir, "root");
+	const char *dirs[] = {lower, upper, work, root};
+	for (int i = 0; i < 4; i++)
 		if (mkdir(dirs[i], 0755) < 0)
 			return fail("create %s", dirs[i]);
-	int n = snprintf(opts, sizeof opts, "lowerdir=%s,upperdir=%s,workdir=%s", s->rootfs, upper, work);
-	if (n < 0 || (size_t)n + sizeof ",userxattr" > sizeof opts) {
-		errno = ENAMETOOLONG;
-		return fail("overlay options");
-	}
+	// The overlay's options are shown in the sandbox's mount table as they
+	// were given: name the layers relative to the staging directory, with
+	// the image bound into it, so that no host path (the data directory,
+	// the state directory) appears there. The staging mounts themselves go
+	// with the host's tree at pivot_root; the overlay keeps its layers.
+	if (do_mount(s->rootfs, lower, NULL, MS_BIND, NULL) < 0)
+		return -1;
+	if (chdir(s->mount_dir) < 0)
+		return fail("chdir %s", s->mount_dir);
+	snprintf(opts, sizeof opts, "lowerdir=lower,upperdir=upper,workdir=work");
 	if (do_mount("overlay", root, "overlay", MS_NOSUID, opts) < 0) {
 		// Inside a user namespace overlayfs keeps its metadata in user.*
 		// xattrs; older kernels need to be told.
