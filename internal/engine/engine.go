@@ -346,6 +346,13 @@ func (e *Engine) result(c execapi.Checked, o sandbox.Outcome, t sandbox.Teardown
 	case o.OOMKilled:
 		note(fmt.Sprintf("The memory limit of %d MB was hit and the kernel killed the program (exit code %d)", c.MemoryMB, r.ExitCode))
 	}
+	if o.PidsLimitHit {
+		text := fmt.Sprintf("The process limit of %d was hit", e.cfg.MaxPids)
+		if o.ForkFailures > 0 {
+			text += fmt.Sprintf(": %d fork/clone calls failed", o.ForkFailures)
+		}
+		note(text)
+	}
 	note(stdout.note("stdout"))
 	note(stderr.note("stderr"))
 	for _, n := range o.Notes {

@@ -114,6 +114,10 @@ func (s *nsSandbox) start(ctx context.Context, cfg sandbox.Config) error {
 		// Compiled once in the engine; init only installs it.
 		Seccomp:          b.seccomp,
 		KeepCapabilities: b.keepCaps,
+		// The kernel counts these per user, not per cgroup: bound each
+		// sandbox (see nsinit.KernelRlimits).
+		UserNamespaceLimits: nsinit.UserNamespaceLimits,
+		Rlimits:             nsinit.KernelRlimits,
 	}
 	setup.LockDownEarly = cfg.Warm
 	if p := cfg.Prestart; p != nil {
@@ -185,8 +189,10 @@ func (s *nsSandbox) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, 
 	initbin.WaitDrained(drained, drainTimeout)
 
 	out := sandbox.Outcome{Files: res.Files, Notes: res.Notes, Duration: res.Duration}
-	if s.group != nil && s.group.OOMKills() > 0 {
-		out.OOMKilled = true
+	if s.group != nil {
+		out.OOMKilled = s.group.OOMKills() > 0
+		out.ForkFailures = s.group.PidsLimitHits()
+		out.PidsLimitHit = out.ForkFailures > 0
 	}
 	switch {
 	case decodeErr == nil && res.Error != "" && !res.Started:
