@@ -76,3 +76,31 @@ func TestHostileSignalsToInit(t *testing.T) {
 		}
 	})
 }
+
+// Nor can user code change init's resource limits (it runs as init's uid,
+// which would let it): with no descriptor left, init could not read the
+// return files; with a tiny address space or CPU time, it would die.
+func TestHostileInitLimitsUntouchable(t *testing.T) {
+	forEachBackend(t, nil, func(t *testing.T, e *Engine) {
+		res := run(t, e, execapi.Request{Runtime: "python3.13", ReturnFiles: []string{"/tmp/kept"}, Code: `import resource
+open("/tmp/kept", "w").write("kept\n")
+for name in ("RLIMIT_NOFILE", "RLIMIT_AS", "RLIMIT_CPU"):
+    try:
+        resource.prlimit(1, getattr(resource, name), (1, 1)); print(name, "lowered")
+    except OSError as e: print(name, e.strerror)
+print(resource.prlimit(1, resource.RLIMIT_NOFILE)[0] > 0)
+print(resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64)))
+`})
+		if res.Files["/tmp/kept"] != keptB64 || res.ExitCode != 0 {
+			t.Errorf("exit %d files %v note %q stdout %q stderr %q", res.ExitCode, res.Files, res.Note, res.Stdout, res.Stderr)
+		}
+		// gVisor's pid 1 is the reaper; init is out of reach anyway.
+		if !isGVisor(e) && strings.Contains(res.Stdout, "lowered") {
+			t.Errorf("user code changed init's limits: %q", res.Stdout)
+		}
+		// Reading another process's limits and setting one's own still work.
+		if !strings.HasSuffix(res.Stdout, "True\nNone\n") {
+			t.Errorf("stdout %q: want reading pid 1's limits and setting its own to work", res.Stdout)
+		}
+	})
+}

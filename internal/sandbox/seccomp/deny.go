@@ -99,5 +99,23 @@ func extraRules() []rule {
 				Value:     namespaceCloneFlags,
 			}}}},
 		},
+		{
+			action: errnoAction(unix.EPERM),
+			names:  []string{"prlimit64"},
+			args:   argMatch{sets: []seccompbpf.ArgumentConditions{setsOthersLimits}},
+		},
 	}
+}
+
+// setsOthersLimits matches prlimit64(2) setting (a new limit is given) the
+// limits of a process other than the caller (pid 0 is the caller). Sandbox
+// init runs as the same uid as user code, which the kernel lets change its
+// limits: with no descriptor left it could not read return files, with a
+// tiny address space or CPU time it would die. Reading any process's limits,
+// and setting one's own (setrlimit is prlimit64 with pid 0), stay allowed.
+// The pid is compared on all 64 bits: a value the kernel would cut down to
+// 0 is refused, never let through.
+var setsOthersLimits = seccompbpf.ArgumentConditions{
+	{Argument: 0, Operation: seccompbpf.NotEqual, Value: 0},
+	{Argument: 2, Operation: seccompbpf.NotEqual, Value: 0},
 }

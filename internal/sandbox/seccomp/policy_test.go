@@ -98,6 +98,21 @@ func TestPolicyDenies(t *testing.T) {
 			}
 		}
 	}
+	// prlimit64 may read any process's limits and set its own, not set
+	// another's (pid 1 << 32 would be pid 0 to the kernel: refused too).
+	for _, c := range []struct {
+		args []uint64
+		want uint32
+	}{
+		{[]uint64{1, unix.RLIMIT_NOFILE, 0x1000, 0}, retEPERM},
+		{[]uint64{1 << 32, unix.RLIMIT_NOFILE, 0x1000, 0}, retEPERM},
+		{[]uint64{0, unix.RLIMIT_NOFILE, 0x1000, 0}, retAllow},
+		{[]uint64{1, unix.RLIMIT_NOFILE, 0, 0x1000}, retAllow},
+	} {
+		if v := sim.run(t, native(unix.SYS_PRLIMIT64, c.args...)); v != c.want {
+			t.Errorf("prlimit64%#x: verdict %#x, want %#x", c.args, v, c.want)
+		}
+	}
 	for _, name := range append([]string{"clone3"}, unavailableSyscalls...) {
 		for _, args := range argSets {
 			if v := sim.run(t, native(nr(t, name), args...)); v != retNOSYS {
@@ -208,6 +223,8 @@ func extraVerdict(name string, args [maxArgs]uint64) (v uint32, ok bool) {
 	case name == "clone3", slices.Contains(unavailableSyscalls, name):
 		return retNOSYS, true
 	case name == "clone" && args[cloneFlagsArg]&namespaceCloneFlags != 0:
+		return retEPERM, true
+	case name == "prlimit64" && args[0] != 0 && args[2] != 0:
 		return retEPERM, true
 	}
 	return 0, false

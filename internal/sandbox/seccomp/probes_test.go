@@ -159,6 +159,9 @@ func deniedProbes() []probe {
 		simple("quotactl", eperm, 0, 0, 0, 0),
 		simple("quotactl_fd", eperm, badFD, 0, 0, 0),
 		simple("clone3", unix.ENOSYS, 0, 0), // EINVAL unfiltered (size 0)
+		// Setting another process's limits (a bad pointer: EFAULT
+		// unfiltered, and pid 1 is not ours to change anyway).
+		simple("prlimit64", eperm, 1, unix.RLIMIT_NOFILE, 1, 0),
 		// Unfiltered, io_setup with a null context pointer fails with EFAULT
 		// and memfd_secret with unknown flags with EINVAL (a kernel without
 		// secret memory says ENOSYS itself).
