@@ -336,17 +336,27 @@ func (e *Engine) result(c execapi.Checked, o sandbox.Outcome, t sandbox.Teardown
 		StatePurged: t.Purged,
 		Files:       map[string]string{},
 	}
+	// Every note leaves through here, escaped: some are composed by an init
+	// from paths the caller or user code chose.
+	note := func(text string) { r.AddNote(escapeNote(text)) }
 	switch {
 	case o.TimedOut:
 		r.ExitCode = execapi.ExitTimeout
-		r.AddNote(fmt.Sprintf("The program was killed at the %d ms timeout (exit code 124)", c.Timeout.Milliseconds()))
+		note(fmt.Sprintf("The program was killed at the %d ms timeout (exit code 124)", c.Timeout.Milliseconds()))
 	case o.OOMKilled:
-		r.AddNote(fmt.Sprintf("The memory limit of %d MB was hit and the kernel killed the program (exit code %d)", c.MemoryMB, r.ExitCode))
+		note(fmt.Sprintf("The memory limit of %d MB was hit and the kernel killed the program (exit code %d)", c.MemoryMB, r.ExitCode))
 	}
-	r.AddNote(stdout.note("stdout"))
-	r.AddNote(stderr.note("stderr"))
+	if o.PidsLimitHit {
+		text := fmt.Sprintf("The process limit of %d was hit", e.cfg.MaxPids)
+		if o.ForkFailures > 0 {
+			text += fmt.Sprintf(": %d fork/clone calls failed", o.ForkFailures)
+		}
+		note(text)
+	}
+	note(stdout.note("stdout"))
+	note(stderr.note("stderr"))
 	for _, n := range o.Notes {
-		r.AddNote(n)
+		note(n)
 	}
 	for p, data := range o.Files {
 		r.Files[p] = base64.StdEncoding.EncodeToString(data)
@@ -355,7 +365,7 @@ func (e *Engine) result(c execapi.Checked, o sandbox.Outcome, t sandbox.Teardown
 	// that stayed under no memory limit as one that did.
 	r.AddNote(sandbox.UnenforcedNote(e.backend.UnenforcedLimits()))
 	if !t.Purged {
-		r.AddNote("Teardown of the sandbox could not be verified")
+		note("Teardown of the sandbox could not be verified")
 	}
 	return r
 }

@@ -124,3 +124,21 @@ func TestSandboxCannotSignalAnother(t *testing.T) {
 		}
 	})
 }
+
+// The sandbox's mount table names no host path: not the image's directory
+// in the data directory, not the engine's state directory (where a
+// namespaces sandbox's writable layer is staged), in either of the files
+// that show it.
+func TestMountTableShowsNoHostPath(t *testing.T) {
+	forEachBackend(t, nil, func(t *testing.T, e *Engine) {
+		res := run(t, e, execapi.Request{Runtime: "bash", Code: "cat /proc/self/mountinfo; echo ---; cat /proc/self/mounts"})
+		if res.ExitCode != 0 || !strings.Contains(res.Stdout, " / ") || !strings.Contains(res.Stdout, "/tmp") {
+			t.Fatalf("exit %d stdout %q stderr %q", res.ExitCode, res.Stdout, res.Stderr)
+		}
+		for _, host := range []string{dataDir(), "/var/lib/scratchrun", testStateDir, gvisorStateDir, "/run/scratchrun"} {
+			if strings.Contains(res.Stdout, host) {
+				t.Errorf("the mount table shows the host path %s:\n%s", host, res.Stdout)
+			}
+		}
+	})
+}

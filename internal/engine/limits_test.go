@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -65,14 +66,27 @@ func TestMemoryLimitKills(t *testing.T) {
 func TestForkBombIsContained(t *testing.T) {
 	forEachBackend(t, nil, func(t *testing.T, e *Engine) {
 		res := run(t, e, execapi.Request{Runtime: "bash", Limits: execapi.Limits{TimeoutMS: 3000},
-			Code: "bomb() { bomb | bomb & }; bomb; sleep 2; echo survived"})
+			Code: "bomb() { bomb | bomb; }; bomb & sleep 2; echo survived"})
 		// Whatever the bomb's own exit, the run ends and the machine still works.
 		if res.ExitCode == 0 && !strings.Contains(res.Stdout, "survived") {
 			t.Errorf("unexpected result: exit %d stdout %q", res.ExitCode, res.Stdout)
 		}
+		// And the caller is told why its forks failed: on the host the
+		// cgroup counts the refused forks; gVisor's Sentry keeps no count,
+		// so it can only say that the limit was reached.
+		want := regexp.MustCompile(`The process limit of 256 was hit: [1-9][0-9]* fork/clone calls failed\.`)
+		if isGVisor(e) {
+			want = regexp.MustCompile(`The process limit of 256 was hit\.`)
+		}
+		if !want.MatchString(res.Note) {
+			t.Errorf("note %q does not match %q", res.Note, want)
+		}
 		after := run(t, e, execapi.Request{Runtime: "bash", Code: "echo ok"})
 		if after.Stdout != "ok\n" {
 			t.Errorf("the next run after a fork bomb printed %q", after.Stdout)
+		}
+		if strings.Contains(after.Note, "process limit") {
+			t.Errorf("the next run's note %q speaks of the process limit", after.Note)
 		}
 	})
 }

@@ -142,6 +142,12 @@ type Outcome struct {
 	TimedOut bool
 	// OOMKilled is true when the memory limit made the kernel kill a process.
 	OOMKilled bool
+	// PidsLimitHit is true when the limit on processes and threads
+	// (Config.MaxPids) refused a fork or clone.
+	PidsLimitHit bool
+	// ForkFailures counts the fork and clone calls that limit refused; 0
+	// when the backend cannot count them (gVisor's Sentry keeps no count).
+	ForkFailures int64
 	// Duration is the time the main process ran.
 	Duration time.Duration
 	// Files holds the return files that existed and fit.

@@ -485,12 +485,24 @@ func (g *Group) OOMKills() int64 {
 	if g.version == V2 {
 		file = "memory.events"
 	}
-	data, err := os.ReadFile(filepath.Join(g.dir("memory"), file))
+	return eventCount(filepath.Join(g.dir("memory"), file), "oom_kill")
+}
+
+// PidsLimitHits reports how many fork and clone calls the group's process
+// limit refused (pids.events on v1 and v2).
+func (g *Group) PidsLimitHits() int64 {
+	return eventCount(filepath.Join(g.dir("pids"), "pids.events"), "max")
+}
+
+// eventCount reads the counter named key from a cgroup events file of
+// "key value" lines (0 when the file or key is missing).
+func eventCount(file, key string) int64 {
+	data, err := os.ReadFile(file)
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if f := strings.Fields(line); len(f) == 2 && f[0] == "oom_kill" {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == key {
 			n, _ := strconv.ParseInt(f[1], 10, 64)
 			return n
 		}

@@ -149,9 +149,13 @@ func New(opts Options) (*Backend, error) {
 		}
 	}
 	// Init alone holds CAP_SYS_ADMIN (inside the Sentry), to mount /tmp,
-	// /code and /dev/shm with inode limits; it drops it before user code.
-	if !slices.Contains(b.initCaps, "CAP_SYS_ADMIN") {
-		b.initCaps = append(b.initCaps, "CAP_SYS_ADMIN")
+	// /code and /dev/shm with inode limits, and drops it before user code;
+	// init and its reaper keep CAP_SYS_RESOURCE for themselves (see
+	// nsinit's lockDownGVisor). User code gets neither.
+	for _, c := range []string{"CAP_SYS_ADMIN", "CAP_SYS_RESOURCE"} {
+		if !slices.Contains(b.initCaps, c) {
+			b.initCaps = append(b.initCaps, c)
+		}
 	}
 	if b.initPath, err = installInit(opts.StateDir, opts.InitBinary); err != nil {
 		return nil, err

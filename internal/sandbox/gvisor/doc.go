@@ -11,15 +11,18 @@
 //     (--exec-fd); its control and status pipes are the container's fds 3
 //     and 4 and the engine's output pipes its fds 1 and 2 (--pass-fd). Init
 //     mounts inode-limited tmpfs on /tmp, /code and /dev/shm, freezes /proc's
-//     writable corners, drops to Docker's capabilities minus NET_RAW and
-//     MKNOD, installs the same seccomp filter as a namespaces sandbox, and
-//     waits for the job (warm sandboxes pre-start their interpreter first).
+//     writable corners and starts a reaper in a pid namespace below its own,
+//     where user code runs and from which init cannot be signalled; both
+//     drop to Docker's capabilities minus NET_RAW and MKNOD for user code,
+//     install the same seccomp filter as a namespaces sandbox, and wait for
+//     the job (warm sandboxes pre-start their interpreter first).
 //   - Memory, CPU and host tasks are limited by a cgroup the backend creates
 //     below its own parent ("scratchrun-gvisor") and runsc joins; the memory
 //     limit has DefaultMemoryOverhead added for the Sentry and gofer. Process
 //     and thread counts inside are limited by RLIMIT_NPROC, which the Sentry
-//     enforces per user. Over the memory limit the host kills the Sentry, and
-//     the whole sandbox ends (exit 137).
+//     enforces per user; init counts them in a pids cgroup of the Sentry's to
+//     report when the limit was reached. Over the memory limit the host kills
+//     the Sentry, and the whole sandbox ends (exit 137).
 //   - With egress the sandbox joins the slot's network namespace
 //     (--network=sandbox): the Sentry's network stack sends through the
 //     slot's veth, so the same nftables policy applies.
@@ -30,9 +33,12 @@
 //
 // Differences from the namespaces backend that callers may notice: the
 // root's writable layer is limited in size but not in inodes; gVisor does
-// not shield init from its own sandbox's signals, so a program that kills
-// pid 1 ends its sandbox (reported as a signal exit, return files lost);
-// mounts show "none" as their source; and system calls are much slower.
+// not shield a pid namespace's init from its own processes' signals, so a
+// program that sends pid 1 (the reaper) SIGKILL ends all its own processes
+// (reported as exit 137 with a note; return files are kept); mounts show
+// "none" as their source; inotify, signal queues and message queues are
+// the Sentry's own, bounded by the sandbox's memory, not by the kernel's
+// per-user quotas; and system calls are much slower.
 //
 // It must never write to an image (no bind mounts: runsc's gofer creates
 // mount points in the root's directory on disk), never pass anything of the

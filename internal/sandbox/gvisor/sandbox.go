@@ -300,7 +300,6 @@ func (s *gvSandbox) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, 
 	}
 	s.control.Close()
 	s.control = nil
-	sent := time.Now()
 
 	// A hostile sandbox may send anything; it may not send more than the
 	// return budget allows.
@@ -317,7 +316,10 @@ func (s *gvSandbox) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, 
 	s.waitExit(exitTimeout)
 	initbin.WaitDrained(drained, drainTimeout)
 
-	out := sandbox.Outcome{Files: res.Files, Notes: res.Notes, Duration: res.Duration}
+	// The host cgroup's process limit is only a backstop for the Sentry's
+	// own threads; what caps user code is RLIMIT_NPROC inside the Sentry,
+	// which only init can see reached (and which counts no refusals).
+	out := sandbox.Outcome{Files: res.Files, Notes: res.Notes, Duration: res.Duration, PidsLimitHit: res.ProcessLimitHit}
 	if s.group != nil && s.group.OOMKills() > 0 {
 		out.OOMKilled = true
 	}
@@ -336,14 +338,6 @@ func (s *gvSandbox) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, 
 		// sandbox went with it.
 		out.ExitCode, out.Signal = 128+int(syscall.SIGKILL), int(syscall.SIGKILL)
 		out.Notes = append(out.Notes, "The whole sandbox was killed at the memory limit; return files are lost.")
-	case s.initKilled() != 0:
-		// Linux shields a pid namespace's init from its own processes;
-		// gVisor does not, so kill(1) or kill(0) from user code ends init,
-		// and with it the sandbox. That is the program's doing, not a fault.
-		sig := s.initKilled()
-		out.ExitCode, out.Signal = 128+sig, sig
-		out.Duration = time.Since(sent)
-		out.Notes = append(out.Notes, fmt.Sprintf("The program sent signal %d to the sandbox's init, which ended the whole sandbox; return files are lost.", sig))
 	default:
 		return sandbox.Outcome{}, fmt.Errorf("sandbox init ended without a result: %v%s", decodeErr, s.diagnostics())
 	}
@@ -351,20 +345,6 @@ func (s *gvSandbox) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, 
 		out.Files = map[string][]byte{}
 	}
 	return out, nil
-}
-
-// initKilled returns the signal that ended the sandbox's init from inside,
-// or 0. runsc, once it has exited, reports the container's init as a shell
-// does (128 + signal) and prints nothing of its own; any failure of runsc
-// itself comes with a message.
-func (s *gvSandbox) initKilled() int {
-	if s.cmd == nil || !s.exited() || s.cmd.ProcessState == nil || s.diag.String() != "" {
-		return 0
-	}
-	if code := s.cmd.ProcessState.ExitCode(); code > 128 && code < 128+65 {
-		return code - 128
-	}
-	return 0
 }
 
 // Destroy implements sandbox.Sandbox. An unused sandbox is asked to end (its

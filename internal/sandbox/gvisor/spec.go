@@ -18,7 +18,7 @@ const cpuPeriod = 100000
 // specInput is what one sandbox's OCI configuration is made from.
 type specInput struct {
 	cfg        sandbox.Config
-	initCaps   []string // init's capabilities: the kept set plus CAP_SYS_ADMIN for its mounts
+	initCaps   []string // init's capabilities: the kept set plus CAP_SYS_ADMIN and CAP_SYS_RESOURCE
 	cgroupPath string   // "" when runsc must not touch cgroups
 	netnsPath  string   // the egress slot's namespace, "" for a new empty one
 	memory     int64    // the host cgroup's memory limit (the Config's plus the Sentry's overhead)
@@ -68,6 +68,8 @@ func buildSpec(in specInput) *specs.Spec {
 		// RLIMIT_NPROC to a user without CAP_SYS_ADMIN or CAP_SYS_RESOURCE,
 		// which user code never holds: this is what stops fork and thread
 		// bombs inside (the host cgroup only sees the Sentry's threads).
+		// Init and its reaper keep CAP_SYS_RESOURCE, so a full table never
+		// stops them from making the threads their runtime needs.
 		spec.Process.Rlimits = []specs.POSIXRlimit{{Type: "RLIMIT_NPROC", Hard: nproc, Soft: nproc}}
 	}
 	if base := cfg.Image.UIDBase; base != 0 {

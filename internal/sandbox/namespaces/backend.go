@@ -50,6 +50,9 @@ type Backend struct {
 	unenforced  []sandbox.Limit
 	seccomp     []byte // packed by bpfload.Encode
 	keepCaps    []uintptr
+	// owners gives each sandbox's user namespace an owner uid of its own
+	// (nil when not root: an ordinary user's namespaces are its own).
+	owners *owners
 
 	spawnerMu       sync.Mutex
 	spawner         *spawner.Spawner // starts every init; replaced if it dies
@@ -90,6 +93,9 @@ func New(opts Options) (*Backend, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	b := &Backend{opts: opts, rootless: os.Geteuid() != 0}
+	if !b.rootless {
+		b.owners = newOwners()
+	}
 	if err := checkUserNamespaces(); err != nil {
 		return nil, err
 	}

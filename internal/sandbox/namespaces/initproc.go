@@ -75,8 +75,9 @@ func (b *Backend) SpawnerRestarts() int {
 }
 
 // startInit starts the built-in init of the spawner helper (see
-// spawner/c/init.c) in new namespaces and in group (when not nil).
-func (b *Backend) startInit(ctx context.Context, files initFiles, uidBase uint32, network *sandbox.Network, group *cgroups.Group) (*spawner.Process, error) {
+// spawner/c/init.c) in new namespaces, its user namespace owned by owner
+// (when not 0), and in group (when not nil).
+func (b *Backend) startInit(ctx context.Context, files initFiles, uidBase, owner uint32, network *sandbox.Network, group *cgroups.Group) (*spawner.Process, error) {
 	uids, gids, setgroups := b.idMappings(uidBase)
 	flags := uintptr(sandboxNamespaces)
 	if network != nil {
@@ -87,6 +88,7 @@ func (b *Backend) startInit(ctx context.Context, files initFiles, uidBase uint32
 		BuiltinInit: true, CloneFlags: flags,
 		UIDMap: idMapText(uids), GIDMap: idMapText(gids), DenySetgroups: !setgroups,
 		Stdout: files.stdout, Stderr: files.stderr, FD3: files.control, FD4: files.status,
+		OwnerUID: owner,
 	}
 	if network != nil {
 		req.JoinNetNS, req.NetNSFD = true, network.NetNSFD

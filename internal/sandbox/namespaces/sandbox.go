@@ -34,6 +34,9 @@ type nsSandbox struct {
 	backend *Backend
 	group   *cgroups.Group
 	init    *spawner.Process
+	// owner is the host uid owning the sandbox's user namespace (0: the
+	// engine's own uid).
+	owner uint32
 
 	control        *os.File // engine's end: write
 	status         *os.File // engine's end: read
@@ -79,7 +82,16 @@ func (s *nsSandbox) start(ctx context.Context, cfg sandbox.Config) error {
 	}
 	s.control, s.status, s.stdout, s.stderr = controlW, statusR, outR, errR
 
-	proc, startErr := b.startInit(ctx, initFiles{stdout: outW, stderr: errW, control: controlR, status: statusW}, cfg.Image.UIDBase, cfg.Network, s.group)
+	if b.owners != nil {
+		if s.owner, err = b.owners.take(); err != nil {
+			return errors.Join(err, initbin.CloseAll(controlR, statusW, outW, errW))
+		}
+		if s.owner >= cfg.Image.UIDBase && s.owner-cfg.Image.UIDBase < 65536 {
+			_ = initbin.CloseAll(controlR, statusW, outW, errW)
+			return fmt.Errorf("user namespace owner %d lies among the image's uids (from %d)", s.owner, cfg.Image.UIDBase)
+		}
+	}
+	proc, startErr := b.startInit(ctx, initFiles{stdout: outW, stderr: errW, control: controlR, status: statusW}, cfg.Image.UIDBase, s.owner, cfg.Network, s.group)
 	// The child holds its own copies now (or failed to start).
 	_ = initbin.CloseAll(controlR, statusW, outW, errW)
 	if startErr != nil {
@@ -103,6 +115,10 @@ func (s *nsSandbox) start(ctx context.Context, cfg sandbox.Config) error {
 		// Compiled once in the engine; init only installs it.
 		Seccomp:          b.seccomp,
 		KeepCapabilities: b.keepCaps,
+		// The kernel counts these per user, not per cgroup: bound each
+		// sandbox (see nsinit.KernelRlimits).
+		UserNamespaceLimits: nsinit.UserNamespaceLimits,
+		Rlimits:             nsinit.KernelRlimits,
 	}
 	setup.LockDownEarly = cfg.Warm
 	if p := cfg.Prestart; p != nil {
@@ -174,8 +190,10 @@ func (s *nsSandbox) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, 
 	initbin.WaitDrained(drained, drainTimeout)
 
 	out := sandbox.Outcome{Files: res.Files, Notes: res.Notes, Duration: res.Duration}
-	if s.group != nil && s.group.OOMKills() > 0 {
-		out.OOMKilled = true
+	if s.group != nil {
+		out.OOMKilled = s.group.OOMKills() > 0
+		out.ForkFailures = s.group.PidsLimitHits()
+		out.PidsLimitHit = out.ForkFailures > 0
 	}
 	switch {
 	case decodeErr == nil && res.Error != "" && !res.Started:
@@ -216,6 +234,10 @@ func (s *nsSandbox) Destroy() sandbox.Teardown {
 		if err := s.group.Destroy(); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if s.owner != 0 {
+		s.backend.owners.release(s.owner)
+		s.owner = 0
 	}
 	err := errors.Join(errs...)
 	return sandbox.Teardown{Purged: err == nil, Err: err}

@@ -54,6 +54,23 @@ var deniedSyscalls = []string{
 	"quotactl", "quotactl_fd",
 }
 
+// unavailableSyscalls are refused with ENOSYS, as a kernel built without them
+// would refuse them, so that programs take the fallback they already have for
+// such kernels. Every name must exist in the x86_64 table (a test checks).
+var unavailableSyscalls = []string{
+	// Kernel AIO: io_setup reserves its events in one table the whole host
+	// shares (fs.aio-max-nr), which no per-process, per-user or cgroup limit
+	// bounds: one sandbox took all of it, and every io_setup on the host,
+	// root's included, then failed with EAGAIN. libaio's users (databases,
+	// mostly) fall back to threads on ENOSYS; glibc's POSIX AIO never uses
+	// it. io_submit and the rest need a context only io_setup makes.
+	"io_setup",
+	// Secret memory is taken out of the kernel's direct map (fragmenting it
+	// for the whole host) and hidden from the kernel itself; a snippet of
+	// code has no secret to keep from the machine it runs on.
+	"memfd_secret",
+}
+
 // namespaceCloneFlags are the CLONE_NEW* bits clone(2) accepts in its flags
 // argument. CLONE_NEWTIME is not among them: it is 0x80, inside the exit-signal
 // byte of clone(2)'s flags, and only unshare(2)/clone3(2) can request it.
@@ -68,11 +85,11 @@ const namespaceCloneFlags = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE
 // explicit deny so it holds regardless of the profile. clone3(2) cannot be
 // filtered on its flags (they sit in a struct behind a pointer), so it gets
 // ENOSYS, as in Docker's profile: glibc and the Go runtime then fall back to
-// clone(2), where the flags are visible.
+// clone(2), where the flags are visible. unavailableSyscalls get ENOSYS too.
 func extraRules() []rule {
 	return []rule{
 		{action: errnoAction(unix.EPERM), names: deniedSyscalls, args: matchAlways},
-		{action: errnoAction(unix.ENOSYS), names: []string{"clone3"}, args: matchAlways},
+		{action: errnoAction(unix.ENOSYS), names: append([]string{"clone3"}, unavailableSyscalls...), args: matchAlways},
 		{
 			action: errnoAction(unix.EPERM),
 			names:  []string{"clone"},
@@ -82,5 +99,23 @@ func extraRules() []rule {
 				Value:     namespaceCloneFlags,
 			}}}},
 		},
+		{
+			action: errnoAction(unix.EPERM),
+			names:  []string{"prlimit64"},
+			args:   argMatch{sets: []seccompbpf.ArgumentConditions{setsOthersLimits}},
+		},
 	}
+}
+
+// setsOthersLimits matches prlimit64(2) setting (a new limit is given) the
+// limits of a process other than the caller (pid 0 is the caller). Sandbox
+// init runs as the same uid as user code, which the kernel lets change its
+// limits: with no descriptor left it could not read return files, with a
+// tiny address space or CPU time it would die. Reading any process's limits,
+// and setting one's own (setrlimit is prlimit64 with pid 0), stay allowed.
+// The pid is compared on all 64 bits: a value the kernel would cut down to
+// 0 is refused, never let through.
+var setsOthersLimits = seccompbpf.ArgumentConditions{
+	{Argument: 0, Operation: seccompbpf.NotEqual, Value: 0},
+	{Argument: 2, Operation: seccompbpf.NotEqual, Value: 0},
 }

@@ -98,9 +98,26 @@ func TestPolicyDenies(t *testing.T) {
 			}
 		}
 	}
-	for _, args := range argSets {
-		if v := sim.run(t, native(unix.SYS_CLONE3, args...)); v != retNOSYS {
-			t.Errorf("clone3%#x: verdict %#x, want ENOSYS", args, v)
+	// prlimit64 may read any process's limits and set its own, not set
+	// another's (pid 1 << 32 would be pid 0 to the kernel: refused too).
+	for _, c := range []struct {
+		args []uint64
+		want uint32
+	}{
+		{[]uint64{1, unix.RLIMIT_NOFILE, 0x1000, 0}, retEPERM},
+		{[]uint64{1 << 32, unix.RLIMIT_NOFILE, 0x1000, 0}, retEPERM},
+		{[]uint64{0, unix.RLIMIT_NOFILE, 0x1000, 0}, retAllow},
+		{[]uint64{1, unix.RLIMIT_NOFILE, 0, 0x1000}, retAllow},
+	} {
+		if v := sim.run(t, native(unix.SYS_PRLIMIT64, c.args...)); v != c.want {
+			t.Errorf("prlimit64%#x: verdict %#x, want %#x", c.args, v, c.want)
+		}
+	}
+	for _, name := range append([]string{"clone3"}, unavailableSyscalls...) {
+		for _, args := range argSets {
+			if v := sim.run(t, native(nr(t, name), args...)); v != retNOSYS {
+				t.Errorf("%s%#x: verdict %#x, want ENOSYS", name, args, v)
+			}
 		}
 	}
 	docker := []struct {
@@ -203,9 +220,11 @@ func extraVerdict(name string, args [maxArgs]uint64) (v uint32, ok bool) {
 	switch {
 	case slices.Contains(deniedSyscalls, name):
 		return retEPERM, true
-	case name == "clone3":
+	case name == "clone3", slices.Contains(unavailableSyscalls, name):
 		return retNOSYS, true
 	case name == "clone" && args[cloneFlagsArg]&namespaceCloneFlags != 0:
+		return retEPERM, true
+	case name == "prlimit64" && args[0] != 0 && args[2] != 0:
 		return retEPERM, true
 	}
 	return 0, false
@@ -313,7 +332,7 @@ func TestUnknownNamesOnlyInAllowRules(t *testing.T) {
 // TestDeniedSyscallsExist: every extra denial names a real x86_64 syscall,
 // so none is silently skipped.
 func TestDeniedSyscallsExist(t *testing.T) {
-	for _, name := range append(slices.Clone(deniedSyscalls), "clone", "clone3") {
+	for _, name := range append(slices.Concat(deniedSyscalls, unavailableSyscalls), "clone", "clone3") {
 		nr(t, name)
 	}
 }

@@ -159,6 +159,14 @@ func deniedProbes() []probe {
 		simple("quotactl", eperm, 0, 0, 0, 0),
 		simple("quotactl_fd", eperm, badFD, 0, 0, 0),
 		simple("clone3", unix.ENOSYS, 0, 0), // EINVAL unfiltered (size 0)
+		// Setting another process's limits (a bad pointer: EFAULT
+		// unfiltered, and pid 1 is not ours to change anyway).
+		simple("prlimit64", eperm, 1, unix.RLIMIT_NOFILE, 1, 0),
+		// Unfiltered, io_setup with a null context pointer fails with EFAULT
+		// and memfd_secret with unknown flags with EINVAL (a kernel without
+		// secret memory says ENOSYS itself).
+		simple("io_setup", unix.ENOSYS, 0, 0),
+		{name: "memfd_secret", want: unix.ENOSYS, hostMayAgree: true, call: func(*testing.T) unix.Errno { return sys("memfd_secret", 0xdead) }},
 		simple("socket", eperm, unix.AF_VSOCK, unix.SOCK_STREAM, 0),
 		{name: "x32 getpid", want: unix.ENOSYS, hostMayAgree: true, call: func(*testing.T) unix.Errno {
 			_, _, e := unix.RawSyscall(0x40000000|unix.SYS_GETPID, 0, 0, 0)

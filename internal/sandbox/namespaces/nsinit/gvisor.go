@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 
 	"golang.org/x/sys/unix"
 
@@ -46,6 +47,9 @@ func runOtherRole() (code int, ran bool) {
 	case os.Args[0] == GVisorInitPath && os.Args[1] == GVisorRoleInit:
 		runtime.LockOSThread()
 		return runGVisorInit(), true
+	case os.Args[0] == GVisorInitPath && os.Args[1] == gvisorRoleReaper:
+		runtime.LockOSThread()
+		return runReaper(), true
 	case os.Args[0] == GVisorProbePath && os.Args[1] == GVisorRoleProbe:
 		if _, err := os.Stdout.WriteString(GVisorProbeOutput); err != nil {
 			return 1, true
@@ -55,67 +59,137 @@ func runOtherRole() (code int, ran bool) {
 	return 0, false
 }
 
-// runGVisorInit is init inside gVisor. gVisor's Sentry has already built the
-// root (the image under an in-memory overlay), /proc, /dev, the namespaces
-// and the capability sets; init adds what the OCI runtime cannot express,
-// locks itself down and then runs the job exactly as a namespaces init does.
+// runGVisorInit is init inside gVisor, pid 1 of the container. gVisor's
+// Sentry has already built the root (the image under an in-memory overlay),
+// /proc, /dev, the namespaces and the capability sets; init adds what the
+// OCI runtime cannot express and then serves the engine's protocol.
+//
+// User code never runs beside it: it runs under a reaper (reaper.go) in a
+// pid namespace of its own, where init cannot be named. The Sentry, unlike
+// Linux, does not shield a pid namespace's init from signals its own
+// processes send, and a Go program dies of (or stops at) many: beside user
+// code, init would lose the result to a SIGQUIT, SIGSEGV or SIGSTOP sent to
+// pid 1. The reaper shrugs off what it can, init continues it when it is
+// stopped, and its death ends the program's processes but not init's
+// report.
 func runGVisorInit() int {
-	return serveProtocol(func(setup SetupMessage) error {
-		if err := prepareGVisor(setup); err != nil {
-			return err
-		}
-		// Always confine before reporting ready (as a warm namespaces
-		// sandbox does): one order of steps for cold and warm sandboxes.
-		return lockDownGVisor(setup)
-	})
+	// Nothing init inherited beyond its five descriptors may reach user
+	// code, whatever the engine's own parent left open in it.
+	_ = unix.CloseRange(statusFD+1, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+	control := os.NewFile(controlFD, "control")
+	status := os.NewFile(statusFD, "status")
+	unix.CloseOnExec(controlFD)
+	unix.CloseOnExec(statusFD)
+	shieldFromSignals()
+	var setup SetupMessage
+	if err := ReadMessage(control, MaxSetupBytes, &setup); err != nil {
+		return 1
+	}
+	r, err := prepareGVisor(setup)
+	if err != nil {
+		_ = WriteMessage(status, ReadyMessage{Error: err.Error()})
+		return 1
+	}
+	if err := WriteMessage(status, ReadyMessage{Ready: true}); err != nil {
+		return 1
+	}
+	var job JobMessage
+	if err := ReadMessage(control, MaxJobBytes, &job); err != nil {
+		// The engine went away or destroyed us unused: nothing to report.
+		r.end()
+		return 0
+	}
+	control.Close()
+	if err := WriteMessage(status, r.runJob(job)); err != nil {
+		return 1
+	}
+	return 0
 }
 
-// prepareGVisor mounts the size- and inode-limited tmpfs file systems (runsc
-// passes only size and mode to an OCI tmpfs mount, so a million empty files
-// would otherwise fit), makes /proc's writable corners read-only and writes
-// the resolver configuration for egress.
-// It needs CAP_SYS_ADMIN inside the Sentry, which lockDownGVisor then drops.
-func prepareGVisor(s SetupMessage) error {
+// prepareGVisor finishes the sandbox, starts the reaper (which starts the
+// pre-started interpreter, if any) and confines init. It confines before
+// reporting ready whether the sandbox is warm or not: one order of steps.
+func prepareGVisor(setup SetupMessage) (*reaper, error) {
+	tasks, err := prepareFileSystems(setup)
+	if err != nil {
+		return nil, err
+	}
+	r, err := startReaper(setup)
+	if err != nil {
+		return nil, err
+	}
+	r.tasks = tasks
+	if err := lockDownGVisor(setup); err != nil {
+		r.end()
+		return nil, err
+	}
+	return r, nil
+}
+
+// prepareFileSystems mounts the size- and inode-limited tmpfs file systems
+// (runsc passes only size and mode to an OCI tmpfs mount, so a million empty
+// files would otherwise fit), makes /proc's writable corners read-only,
+// writes the resolver configuration for egress and returns the counter of
+// the sandbox's tasks (nil when there is none). It needs CAP_SYS_ADMIN
+// inside the Sentry, which lockDownGVisor then drops.
+func prepareFileSystems(s SetupMessage) (*os.File, error) {
 	// An engine that forgot the /proc lists must not get an unmasked /proc.
 	if len(s.MaskPaths) == 0 || len(s.ReadOnlyPaths) == 0 {
-		return errors.New("setup has no /proc paths to mask")
+		return nil, errors.New("setup has no /proc paths to mask")
 	}
+	if len(s.UserNamespaceLimits) > 0 || len(s.Rlimits) > 0 {
+		// The Sentry implements inotify, signal queues and message queues
+		// itself and refuses those rlimits: a setup that asks for them was
+		// meant for another backend.
+		return nil, errors.New("setup asks for kernel limits the gVisor init does not apply")
+	}
+	// Before /tmp gets its own file system: the counter's is mounted there
+	// for a moment. Without it the process limit is still enforced (the
+	// Sentry's RLIMIT_NPROC), only not reported.
+	tasks, _ := countTasks("/tmp")
 	for _, m := range []struct {
 		path string
 		mode string
 	}{{"/tmp", "1777"}, {"/code", "0755"}, {"/dev/shm", "1777"}} {
 		if err := os.MkdirAll(m.path, 0o755); err != nil {
-			return fmt.Errorf("create %s: %w", m.path, err)
+			return nil, fmt.Errorf("create %s: %w", m.path, err)
 		}
 		if err := mount("tmpfs", m.path, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV,
 			fmt.Sprintf("size=%d,nr_inodes=%d,mode=%s", s.TmpBytes, s.MaxInodes, m.mode)); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	// The Sentry's /proc shows no host state, but some of it is writable
 	// (the UTS hostname, a no-op sysrq-trigger): hide and freeze the same
 	// paths as in a namespaces sandbox, so that both refuse the same writes.
 	if err := maskProc("/", s); err != nil {
-		return err
+		return nil, err
 	}
 	if len(s.DNS) > 0 {
-		return writeResolvConf(s.DNS)
+		if err := writeResolvConf(s.DNS); err != nil {
+			return nil, err
+		}
 	}
-	return nil
+	return tasks, nil
 }
 
-// lockDownGVisor confines init before any user code: capabilities cut to
-// the kept set (bounding, permitted, effective; CAP_SYS_ADMIN was only for
-// the mounts), init made non-dumpable so user code cannot read its
-// descriptors, and the same seccomp program as a namespaces sandbox. The
-// Sentry is the real boundary; the filter keeps the system-call surface user
-// code reaches identical across backends, which also narrows what of the
-// Sentry it can exercise.
+// lockDownGVisor confines init (and the reaper, which does the same before
+// any user code): capabilities cut to the kept set (bounding, permitted,
+// effective; CAP_SYS_ADMIN was only for the mounts), the process made
+// non-dumpable so user code cannot read its descriptors, and the same
+// seccomp program as a namespaces sandbox. The Sentry is the real boundary;
+// the filter keeps the system-call surface user code reaches identical
+// across backends, which also narrows what of the Sentry it can exercise.
+//
+// Init and the reaper keep CAP_SYS_RESOURCE for themselves (never in the
+// bounding set user code gets): the Sentry lets a task that holds it make
+// threads beyond RLIMIT_NPROC, which user code's zombies may have used up,
+// and a Go program that cannot make a thread dies.
 func lockDownGVisor(setup SetupMessage) error {
 	if err := dropBoundingSet(setup.KeepCapabilities); err != nil {
 		return err
 	}
-	if err := limitOwnCapabilities(setup.KeepCapabilities); err != nil {
+	if err := limitOwnCapabilities(append(slices.Clone(setup.KeepCapabilities), unix.CAP_SYS_RESOURCE)); err != nil {
 		return err
 	}
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
@@ -127,7 +201,8 @@ func lockDownGVisor(setup SetupMessage) error {
 	return nil
 }
 
-// limitOwnCapabilities keeps only keep in init's permitted and effective sets.
+// limitOwnCapabilities keeps only keep in the process's permitted and
+// effective sets.
 func limitOwnCapabilities(keep []uintptr) error {
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData

@@ -9,7 +9,7 @@ import (
 	"github.com/scratchrun/scratchrun/internal/sandbox"
 )
 
-// prestarted is an interpreter init started before the job arrived, waiting
+// prestarted is an interpreter started before the job arrived, waiting
 // on its fd 3 for what to run. It has never run user code, so handing it the
 // job keeps the sandbox fresh; it saves the interpreter's start-up and heavy
 // imports from the job's latency.
@@ -18,8 +18,12 @@ type prestarted struct {
 	control *os.File // write end of the interpreter's fd 3
 }
 
+// output is the program's stdout and stderr: descriptors of the process
+// that starts it.
+type output [2]uintptr
+
 // startPrestart starts spec's interpreter with a pipe on its fd 3.
-func startPrestart(spec PrestartSpec) (*prestarted, error) {
+func startPrestart(spec PrestartSpec, out output) (*prestarted, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -31,10 +35,12 @@ func startPrestart(spec PrestartSpec) (*prestarted, error) {
 		return nil, err
 	}
 	defer devNull.Close()
-	pid, err := syscall.ForkExec(spec.Argv[0], spec.Argv, &syscall.ProcAttr{
-		Dir:   spec.Dir,
-		Env:   spec.Env,
-		Files: []uintptr{devNull.Fd(), 1, 2, r.Fd()},
+	pid, err := startWithDefaultSignals(func() (int, error) {
+		return syscall.ForkExec(spec.Argv[0], spec.Argv, &syscall.ProcAttr{
+			Dir:   spec.Dir,
+			Env:   spec.Env,
+			Files: []uintptr{devNull.Fd(), out[0], out[1], r.Fd()},
+		})
 	})
 	if err != nil {
 		w.Close()
@@ -63,16 +69,18 @@ func (p *prestarted) deliver(job JobMessage) (int, error) {
 }
 
 // startCold starts the job's command as a new process.
-func startCold(job JobMessage) (int, error) {
+func startCold(job JobMessage, out output) (int, error) {
 	devNull, err := os.Open("/dev/null")
 	if err != nil {
 		return 0, fmt.Errorf("open /dev/null: %w", err)
 	}
 	defer devNull.Close()
-	pid, err := syscall.ForkExec(job.Argv[0], job.Argv, &syscall.ProcAttr{
-		Dir:   job.Dir,
-		Env:   job.Env,
-		Files: []uintptr{devNull.Fd(), 1, 2},
+	pid, err := startWithDefaultSignals(func() (int, error) {
+		return syscall.ForkExec(job.Argv[0], job.Argv, &syscall.ProcAttr{
+			Dir:   job.Dir,
+			Env:   job.Env,
+			Files: []uintptr{devNull.Fd(), out[0], out[1]},
+		})
 	})
 	if err != nil {
 		return 0, fmt.Errorf("start %s: %w", job.Argv[0], err)

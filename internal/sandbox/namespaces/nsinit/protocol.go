@@ -53,6 +53,28 @@ type SetupMessage struct {
 	// Prestart, when set, is an interpreter init starts (locked down, as
 	// user code) right away; the job is later handed to it on its fd 3.
 	Prestart *PrestartSpec
+	// UserNamespaceLimits are written to /proc/sys/user in the sandbox's
+	// own user namespace, and Rlimits set (soft and hard alike), before
+	// anything else runs in the sandbox: they bound the kernel objects
+	// that are counted per user, not per cgroup (see KernelLimits). The
+	// namespaces backend's init applies them; gVisor's Sentry implements
+	// those objects itself, so its engine sends none and its init refuses
+	// them.
+	UserNamespaceLimits []Setting
+	Rlimits             []Rlimit
+}
+
+// Setting is one /proc/sys/user file (Name, e.g. "max_inotify_instances")
+// and the value written to it.
+type Setting struct {
+	Name  string
+	Value uint64
+}
+
+// Rlimit is a resource limit (Resource is RLIMIT_*) set soft and hard.
+type Rlimit struct {
+	Resource int
+	Value    uint64
 }
 
 // PrestartSpec is the command line of a pre-started interpreter.
@@ -91,8 +113,13 @@ type ResultMessage struct {
 	ExitCode int
 	Signal   int
 	TimedOut bool
-	Duration time.Duration
-	Files    map[string][]byte
-	Notes    []string
-	Error    string
+	// ProcessLimitHit is true when the sandbox's processes and threads
+	// filled the process limit while the program ran (gVisor's init only:
+	// the Sentry refuses forks over RLIMIT_NPROC and counts none, so init
+	// watches; a namespaces sandbox's cgroup counts every refusal).
+	ProcessLimitHit bool
+	Duration        time.Duration
+	Files           map[string][]byte
+	Notes           []string
+	Error           string
 }

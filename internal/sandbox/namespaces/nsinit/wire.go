@@ -37,8 +37,9 @@ const (
 
 // Result flag bits.
 const (
-	resultStarted  = 1 << 0
-	resultTimedOut = 1 << 1
+	resultStarted      = 1 << 0
+	resultTimedOut     = 1 << 1
+	resultProcessLimit = 1 << 2
 )
 
 // MaxSetupBytes bounds a setup message (init refuses larger ones).
@@ -150,6 +151,17 @@ func (d *decoder) list() []string {
 	return out
 }
 
+// count reads an element count, each element at least min bytes long; a
+// count the rest of the message cannot hold is an error (and 0).
+func (d *decoder) count(min uint64) uint32 {
+	n := d.u32()
+	if uint64(n)*min > uint64(len(d.b)) {
+		d.err = errShort
+		return 0
+	}
+	return n
+}
+
 func (d *decoder) pairs(each func(k string, v []byte)) {
 	n := d.u32()
 	if uint64(n)*8 > uint64(len(d.b)) {
@@ -211,6 +223,16 @@ func (m SetupMessage) MarshalBinary() ([]byte, error) {
 	e.list(p.Argv)
 	e.list(p.Env)
 	e.str(p.Dir)
+	e.u32(len(m.UserNamespaceLimits))
+	for _, s := range m.UserNamespaceLimits {
+		e.str(s.Name)
+		e.u64(s.Value)
+	}
+	e.u32(len(m.Rlimits))
+	for _, r := range m.Rlimits {
+		e.u64(uint64(r.Resource))
+		e.u64(r.Value)
+	}
 	return e.b, nil
 }
 
@@ -237,6 +259,20 @@ func (m *SetupMessage) UnmarshalBinary(b []byte) error {
 	p := PrestartSpec{Argv: d.list(), Env: d.list(), Dir: d.str()}
 	if flags&setupPrestart != 0 {
 		m.Prestart = &p
+	}
+	// Each setting takes at least 12 bytes, each rlimit 16: a count the
+	// rest cannot hold is malformed, not a reason to allocate.
+	if n := d.count(12); n > 0 {
+		m.UserNamespaceLimits = make([]Setting, 0, n)
+		for range n {
+			m.UserNamespaceLimits = append(m.UserNamespaceLimits, Setting{Name: d.str(), Value: d.u64()})
+		}
+	}
+	if n := d.count(16); n > 0 {
+		m.Rlimits = make([]Rlimit, 0, n)
+		for range n {
+			m.Rlimits = append(m.Rlimits, Rlimit{Resource: int(d.u64()), Value: d.u64()})
+		}
 	}
 	return d.done("setup")
 }
@@ -287,7 +323,7 @@ func (m *JobMessage) UnmarshalBinary(b []byte) error {
 // MarshalBinary implements encoding.BinaryMarshaler.
 func (m ResultMessage) MarshalBinary() ([]byte, error) {
 	var e encoder
-	e.u64(flag(m.Started, resultStarted) | flag(m.TimedOut, resultTimedOut))
+	e.u64(flag(m.Started, resultStarted) | flag(m.TimedOut, resultTimedOut) | flag(m.ProcessLimitHit, resultProcessLimit))
 	e.u64(uint64(int64(m.ExitCode)))
 	e.u64(uint64(int64(m.Signal)))
 	e.u64(uint64(m.Duration))
@@ -305,9 +341,15 @@ func (m ResultMessage) MarshalBinary() ([]byte, error) {
 func (m *ResultMessage) UnmarshalBinary(b []byte) error {
 	d := decoder{b: b}
 	flags := d.u64()
-	*m = ResultMessage{Started: flags&resultStarted != 0, TimedOut: flags&resultTimedOut != 0,
-		ExitCode: int(int64(d.u64())), Signal: int(int64(d.u64())), Duration: time.Duration(d.u64()),
-		Files: map[string][]byte{}}
+	*m = ResultMessage{
+		Started:         flags&resultStarted != 0,
+		TimedOut:        flags&resultTimedOut != 0,
+		ProcessLimitHit: flags&resultProcessLimit != 0,
+		ExitCode:        int(int64(d.u64())),
+		Signal:          int(int64(d.u64())),
+		Duration:        time.Duration(d.u64()),
+		Files:           map[string][]byte{},
+	}
 	d.pairs(func(k string, v []byte) { m.Files[k] = v })
 	m.Notes = d.list()
 	m.Error = d.str()

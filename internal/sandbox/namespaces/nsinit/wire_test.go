@@ -16,7 +16,8 @@ func TestWireRoundTrip(t *testing.T) {
 	}{
 		{SetupMessage{RootFS: "/img", MountDir: "/run/m", WritableBytes: 1 << 30, TmpBytes: 5, MaxInodes: 7, Hostname: "sandbox",
 			MapsGroups: true, CopyHome: true, LockDownEarly: true, DNS: []string{"192.0.2.53"}, MaskPaths: MaskedPaths, ReadOnlyPaths: ReadOnlyPaths, Seccomp: []byte{1, 2, 3, 4, 5, 6, 7, 8},
-			KeepCapabilities: []uintptr{0, 5, 63}, Prestart: &PrestartSpec{Argv: []string{"python3", "-c", "x"}, Env: []string{"A=b"}, Dir: "/code"}},
+			KeepCapabilities: []uintptr{0, 5, 63}, Prestart: &PrestartSpec{Argv: []string{"python3", "-c", "x"}, Env: []string{"A=b"}, Dir: "/code"},
+			UserNamespaceLimits: UserNamespaceLimits, Rlimits: KernelRlimits},
 			&SetupMessage{}},
 		{SetupMessage{JoinedNetwork: true}, &SetupMessage{}},
 		{ReadyMessage{Error: "mount: no"}, &ReadyMessage{}},
@@ -24,7 +25,7 @@ func TestWireRoundTrip(t *testing.T) {
 		{JobMessage{Argv: []string{"python3", "/code/main.py"}, Env: []string{"X=1", ""}, Dir: "/code",
 			Files:       []JobFile{{Path: "/code/main.py", Data: []byte("print(1)")}, {Path: "/tmp/empty"}},
 			ReturnFiles: []string{"/tmp/a.png"}, MaxReturnBytes: 10 << 20, Timeout: 30 * time.Second}, &JobMessage{}},
-		{ResultMessage{Started: true, TimedOut: true, ExitCode: -1, Signal: 9, Duration: time.Second,
+		{ResultMessage{Started: true, TimedOut: true, ProcessLimitHit: true, ExitCode: -1, Signal: 9, Duration: time.Second,
 			Files: map[string][]byte{"/tmp/a": []byte("xyz")}, Notes: []string{"n"}, Error: "e"}, &ResultMessage{}},
 	}
 	for _, m := range msgs {

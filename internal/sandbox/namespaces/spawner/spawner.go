@@ -43,7 +43,7 @@ var sourceFiles = []string{"spawn.c", "init.c", "init.h"}
 const BinaryName = "scratchrun-spawn"
 
 // protocolVersion must match PROTOCOL_VERSION in c/spawn.c.
-const protocolVersion = 3
+const protocolVersion = 4
 
 // replyTimeout bounds a spawn: the helper answers once the child has
 // executed init, a few milliseconds normally.
@@ -238,6 +238,11 @@ type Request struct {
 	// (CloneFlags must not include CLONE_NEWNET then).
 	JoinNetNS bool
 	NetNSFD   int
+	// OwnerUID, when not 0, is the host uid that owns the new user
+	// namespace (the helper, root, clones with it as its effective uid):
+	// what the kernel counts per user inside the namespace is charged to
+	// that uid too, not to root. It needs a helper running as root.
+	OwnerUID uint32
 }
 
 // Process is a spawned init, known by its pidfd (it is not our child: the
@@ -259,6 +264,8 @@ type request struct {
 	StringsLen    uint32
 	Cgroupc       uint32
 	BuiltinInit   uint32
+	OwnerUID      uint32
+	Reserved      uint32
 }
 
 // reply mirrors struct reply in c/spawn.c.
@@ -284,7 +291,7 @@ func (s *Spawner) Spawn(ctx context.Context, r Request) (*Process, error) {
 		strs.WriteByte(0)
 	}
 	req := request{Version: protocolVersion, CloneFlags: uint64(r.CloneFlags), Argc: uint32(len(r.Argv)),
-		Envc: uint32(len(r.Env)), StringsLen: uint32(strs.Len()), Cgroupc: uint32(len(r.CgroupProcs))}
+		Envc: uint32(len(r.Env)), StringsLen: uint32(strs.Len()), Cgroupc: uint32(len(r.CgroupProcs)), OwnerUID: r.OwnerUID}
 	if r.DenySetgroups {
 		req.DenySetgroups = 1
 	}
@@ -298,8 +305,8 @@ func (s *Spawner) Spawn(ctx context.Context, r Request) (*Process, error) {
 	}
 	var msg bytes.Buffer
 	_ = binary.Write(&msg, binary.NativeEndian, req)
-	if msg.Len() != 40 {
-		return nil, fmt.Errorf("spawner: request header is %d bytes, want 40", msg.Len())
+	if msg.Len() != 48 {
+		return nil, fmt.Errorf("spawner: request header is %d bytes, want 48", msg.Len())
 	}
 	msg.Write(strs.Bytes())
 

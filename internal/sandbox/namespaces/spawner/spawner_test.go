@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -176,6 +177,61 @@ func TestSpawnedChildIsIsolated(t *testing.T) {
 	}
 	if status != "fd4 ok\n" {
 		t.Errorf("fd 4 got %q", status)
+	}
+}
+
+// nsGetOwnerUID is NS_GET_OWNER_UID, _IO(0xb7, 0x4) (x/sys/unix lacks it).
+const nsGetOwnerUID = 0xb704
+
+// userNamespaceOwner asks the kernel which host uid owns pid's user
+// namespace.
+func userNamespaceOwner(t *testing.T, pid int) uint32 {
+	t.Helper()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/ns/user", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var uid uint32
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, f.Fd(), nsGetOwnerUID, uintptr(unsafe.Pointer(&uid))); e != 0 {
+		t.Fatalf("NS_GET_OWNER_UID: %v", e)
+	}
+	return uid
+}
+
+// With OwnerUID the child's user namespace is owned by that uid (what the
+// kernel counts per user inside it is charged there, not to root), root
+// still wrote its maps, and the helper is root again afterwards and keeps
+// serving; without it, root owns the namespace.
+func TestSpawnGivesUserNamespaceItsOwner(t *testing.T) {
+	s, program := startTestSpawner(t)
+	const owner = 1_100_000_123
+	for _, want := range []uint32{owner, 0} {
+		p := newChildPipes(t)
+		r := childRequest(program, p)
+		r.OwnerUID = want
+		proc, err := s.Spawn(context.Background(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := userNamespaceOwner(t, proc.Pid); got != want {
+			t.Errorf("owner %d, want %d", got, want)
+		}
+		for _, f := range []*os.File{p.outW, p.errW, p.statusW, p.ctlR, p.ctl} {
+			f.Close()
+		}
+		out, _ := io.ReadAll(p.out)
+		proc.Wait()
+		if !strings.Contains(string(out), "pid=1 uid=0 gid=0") || !strings.Contains(string(out), "uid_map=0 1000000000 65536") {
+			t.Errorf("child with owner %d saw:\n%s", want, out)
+		}
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.Pid()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(status), "Uid:\t0\t0\t0\t0\n") {
+			t.Errorf("the helper is not root again after a spawn with owner %d:\n%s", want, status)
+		}
 	}
 }
 

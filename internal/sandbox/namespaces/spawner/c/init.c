@@ -38,6 +38,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -282,7 +283,24 @@ struct setup {
 	size_t seccomp_len;
 	char **prestart_argv, **prestart_env, *prestart_dir;
 	uint32_t prestart_argc;
+	// /proc/sys/user settings and rlimits (nsinit.KernelLimits)
+	char **setting_names;
+	uint64_t *setting_values;
+	uint32_t setting_count;
+	uint64_t *rlimit_resources, *rlimit_values;
+	uint32_t rlimit_count;
 };
+
+// setting_name_ok accepts a /proc/sys/user file name: lower-case letters
+// and underscores only, so it cannot leave that directory.
+static int setting_name_ok(const char *name) {
+	if (!name[0] || strlen(name) > 64)
+		return 0;
+	for (const char *c = name; *c; c++)
+		if (!((*c >= 'a' && *c <= 'z') || *c == '_'))
+			return 0;
+	return 1;
+}
 
 static int parse_setup(struct reader *r, struct setup *s) {
 	s->rootfs = get_str(r);
@@ -301,6 +319,29 @@ static int parse_setup(struct reader *r, struct setup *s) {
 	s->prestart_argv = get_list(r, &s->prestart_argc);
 	s->prestart_env = get_list(r, NULL);
 	s->prestart_dir = get_str(r);
+	// Each setting takes at least 12 bytes, each rlimit 16.
+	s->setting_count = get_u32(r);
+	if (s->setting_count > MAX_LIST || (uint64_t)s->setting_count * 12 > (uint64_t)(r->end - r->p))
+		return -1;
+	s->setting_names = xmalloc(((size_t)s->setting_count + 1) * sizeof(char *));
+	s->setting_values = xmalloc(((size_t)s->setting_count + 1) * sizeof(uint64_t));
+	for (uint32_t i = 0; i < s->setting_count; i++) {
+		s->setting_names[i] = get_str(r);
+		s->setting_values[i] = get_u64(r);
+		if (!r->bad && !setting_name_ok(s->setting_names[i]))
+			return -1;
+	}
+	s->rlimit_count = get_u32(r);
+	if (s->rlimit_count > MAX_LIST || (uint64_t)s->rlimit_count * 16 > (uint64_t)(r->end - r->p))
+		return -1;
+	s->rlimit_resources = xmalloc(((size_t)s->rlimit_count + 1) * sizeof(uint64_t));
+	s->rlimit_values = xmalloc(((size_t)s->rlimit_count + 1) * sizeof(uint64_t));
+	for (uint32_t i = 0; i < s->rlimit_count; i++) {
+		s->rlimit_resources[i] = get_u64(r);
+		s->rlimit_values[i] = get_u64(r);
+		if (s->rlimit_resources[i] >= RLIM_NLIMITS)
+			return -1;
+	}
 	if (r->bad || r->p != r->end)
 		return -1;
 	if ((s->flags & SETUP_PRESTART) && s->prestart_argc == 0)
@@ -589,6 +630,50 @@ static int copy_home(const struct setup *s, const char *root) {
 	return rc;
 }
 
+// limit_user_namespace writes the setup's /proc/sys/user settings under the
+// proc mount at proc. They belong to the writer's user namespace (the
+// sandbox's, where init holds CAP_SYS_RESOURCE), whichever proc mount
+// is used; a file this kernel lacks (older ones have no fanotify limits)
+// is skipped.
+static int limit_user_namespace(const char *proc, const struct setup *s) {
+	char path[4096], value[32];
+	for (uint32_t i = 0; i < s->setting_count; i++) {
+		snprintf(path, sizeof path, "%s/sys/user/%s", proc, s->setting_names[i]);
+		int fd = open(path, O_WRONLY | O_CLOEXEC);
+		if (fd < 0) {
+			if (errno == ENOENT)
+				continue;
+			return fail("open /proc/sys/user/%s", s->setting_names[i]);
+		}
+		int n = snprintf(value, sizeof value, "%llu", (unsigned long long)s->setting_values[i]);
+		ssize_t w = write(fd, value, (size_t)n);
+		int saved = errno;
+		close(fd);
+		if (w != n) {
+			errno = w < 0 ? saved : EIO;
+			return fail("write %s to /proc/sys/user/%s", value, s->setting_names[i]);
+		}
+	}
+	return 0;
+}
+
+// set_rlimits sets the setup's rlimits, soft and hard, on init (and so on
+// everything it starts). A hard limit the engine itself runs under that is
+// lower still is kept: raising it would need CAP_SYS_RESOURCE on the host.
+static int set_rlimits(const struct setup *s) {
+	for (uint32_t i = 0; i < s->rlimit_count; i++) {
+		int resource = (int)s->rlimit_resources[i];
+		struct rlimit now, want = {.rlim_cur = s->rlimit_values[i], .rlim_max = s->rlimit_values[i]};
+		if (getrlimit(resource, &now) < 0)
+			return fail("read rlimit %d", resource);
+		if (want.rlim_max > now.rlim_max)
+			want.rlim_cur = want.rlim_max = now.rlim_max;
+		if (setrlimit(resource, &want) < 0)
+			return fail("set rlimit %d to %llu", resource, (unsigned long long)want.rlim_max);
+	}
+	return 0;
+}
+
 // build_root turns init's copy of the host's mount tree into the sandbox's:
 // an overlay of the image with a RAM-backed writable layer, its own /proc,
 // /tmp, /code and /dev, then pivot_root.
@@ -605,16 +690,22 @@ static int build_root(const struct setup *s) {
 	         (unsigned long long)s->max_inodes);
 	if (do_mount("tmpfs", s->mount_dir, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
 		return -1;
-	char *upper = join(s->mount_dir, "upper"), *work = join(s->mount_dir, "work"), *root = join(s->mount_dir, "root");
-	const char *dirs[] = {upper, work, root};
-	for (int i = 0; i < 3; i++)
+	char *lower = join(s->mount_dir, "lower"), *upper = join(s->mount_dir, "upper"), *work = join(s->mount_dir, "work"),
+	     *root = join(s->mount_dir, "root");
+	const char *dirs[] = {lower, upper, work, root};
+	for (int i = 0; i < 4; i++)
 		if (mkdir(dirs[i], 0755) < 0)
 			return fail("create %s", dirs[i]);
-	int n = snprintf(opts, sizeof opts, "lowerdir=%s,upperdir=%s,workdir=%s", s->rootfs, upper, work);
-	if (n < 0 || (size_t)n + sizeof ",userxattr" > sizeof opts) {
-		errno = ENAMETOOLONG;
-		return fail("overlay options");
-	}
+	// The overlay's options are shown in the sandbox's mount table as they
+	// were given: name the layers relative to the staging directory, with
+	// the image bound into it, so that no host path (the data directory,
+	// the state directory) appears there. The staging mounts themselves go
+	// with the host's tree at pivot_root; the overlay keeps its layers.
+	if (do_mount(s->rootfs, lower, NULL, MS_BIND, NULL) < 0)
+		return -1;
+	if (chdir(s->mount_dir) < 0)
+		return fail("chdir %s", s->mount_dir);
+	snprintf(opts, sizeof opts, "lowerdir=lower,upperdir=upper,workdir=work");
 	if (do_mount("overlay", root, "overlay", MS_NOSUID, opts) < 0) {
 		// Inside a user namespace overlayfs keeps its metadata in user.*
 		// xattrs; older kernels need to be told.
@@ -629,7 +720,7 @@ static int build_root(const struct setup *s) {
 		}
 	}
 	char *proc = join(root, "proc"), *tmp = join(root, "tmp"), *code = join(root, "code"), *dev = join(root, "dev");
-	if (do_mount("proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+	if (do_mount("proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0 || limit_user_namespace(proc, s) < 0)
 		return -1;
 	snprintf(opts, sizeof opts, "size=%llu,nr_inodes=%llu,mode=1777", (unsigned long long)s->tmp_bytes,
 	         (unsigned long long)s->max_inodes);
@@ -1119,7 +1210,8 @@ void sandbox_init(void) {
 		send_ready("malformed setup message");
 		_exit(1);
 	}
-	if (build_root(&s) < 0 || (((s.flags & SETUP_PRESTART) || (s.flags & SETUP_LOCK_DOWN_EARLY)) && lock_down(&s) < 0)) {
+	if (build_root(&s) < 0 || set_rlimits(&s) < 0 ||
+	    (((s.flags & SETUP_PRESTART) || (s.flags & SETUP_LOCK_DOWN_EARLY)) && lock_down(&s) < 0)) {
 		send_ready(err_text);
 		_exit(1);
 	}

@@ -40,7 +40,7 @@
 #include "init.h"
 
 #define SOCKET_FD 3
-#define PROTOCOL_VERSION 3
+#define PROTOCOL_VERSION 4
 #define MAX_REQUEST (256 * 1024)
 #define CHILD_FDS 4 // stdout, stderr, fd 3, fd 4
 
@@ -69,6 +69,8 @@ struct request {
 	uint32_t strings_len;
 	uint32_t cgroupc;
 	uint32_t builtin_init; // 1: run sandbox_init instead of executing a program
+	uint32_t owner_uid;    // not 0: the user namespace's owner (see clone_as)
+	uint32_t reserved;     // 0
 };
 
 struct reply {
@@ -78,6 +80,30 @@ struct reply {
 };
 
 static int home_netns = -1;
+static pid_t engine_pid;
+
+// clone_as clones with flags while the effective uid is owner (when not 0),
+// then takes root's back. A new user namespace is owned by the effective
+// uid of its creator, and the kernel charges what is counted per user
+// inside it (inotify instances, queued signals, message queue bytes...) to
+// its owner as well (kernel/ucount.c): with root as the owner, one sandbox
+// could exhaust host root's quotas, and every sandbox shared one count.
+// The real and saved uids stay 0, so root's capabilities come back with
+// the effective uid, and the maps are still written by root. Changing the
+// effective uid clears the parent-death signal: it is armed again, and a
+// helper whose engine died meanwhile stops.
+static pid_t clone_as(uint32_t owner, unsigned long flags) {
+	if (owner && setresuid(-1, owner, -1) < 0)
+		return -1;
+	pid_t pid = syscall(SYS_clone, flags, 0, 0, 0, 0);
+	if (pid == 0 || !owner)
+		return pid;
+	int saved = errno;
+	if (setresuid(-1, 0, -1) < 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != engine_pid)
+		_exit(1); // not root again, or orphaned: serve nothing more
+	errno = saved;
+	return pid;
+}
 
 static int send_reply(int pid, int err, const char *step, int pidfd) {
 	struct reply r = {.pid = pid, .err = err};
@@ -280,7 +306,8 @@ static int spawn(void) {
 		goto done;
 	}
 	memcpy(&req, buf, sizeof req);
-	if (req.version != PROTOCOL_VERSION || req.strings_len != n - sizeof req || req.builtin_init > 1 ||
+	if (req.version != PROTOCOL_VERSION || req.strings_len != n - sizeof req || req.builtin_init > 1 || req.reserved != 0 ||
+	    (req.owner_uid && !(req.clone_flags & CLONE_NEWUSER)) ||
 	    (req.argc == 0 && !req.builtin_init) ||
 	    req.argc >= 256 || req.envc >= 1024 || req.cgroupc > 8 ||
 	    nfds != CHILD_FDS + (req.want_netns ? 1 : 0) || buf[n - 1] != 0 ||
@@ -334,7 +361,7 @@ static int spawn(void) {
 		result = send_reply(0, errno, "join network namespace", -1);
 		goto close_pipes;
 	}
-	pid_t pid = syscall(SYS_clone, (unsigned long)(req.clone_flags | SIGCHLD), 0, 0, 0, 0);
+	pid_t pid = clone_as(req.owner_uid, (unsigned long)(req.clone_flags | SIGCHLD));
 	if (pid == 0) {
 		close(sync_pipe[1]);
 		close(err_pipe[0]);
@@ -425,6 +452,7 @@ int main(void) {
 	// If the engine died before this, the socket's EOF ends us below.
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
 		return 1;
+	engine_pid = getppid();
 	// Children are reaped by the kernel; the engine learns of their exit
 	// from the pidfd.
 	signal(SIGCHLD, SIG_IGN);

@@ -1,0 +1,61 @@
+package namespaces
+
+import (
+	"errors"
+	"os"
+	"sync"
+)
+
+// Each sandbox's user namespace is owned by a host uid of its own, from
+// this range, while the sandbox lives. The kernel charges what it counts per
+// user inside a user namespace (inotify instances and watches, queued
+// signals, message queue bytes, locked shared memory) to the namespace's
+// owner as well (kernel/ucount.c); owned by root, every sandbox's usage
+// counted against host root's quotas and against every other sandbox's.
+// With owners of their own, a sandbox that exhausts its quotas (bounded
+// anyway by nsinit.KernelRlimits and nsinit.UserNamespaceLimits) takes
+// nothing from the host or from another sandbox.
+//
+// An owner holds every capability over its namespace from outside it, so
+// these must be uids no host process runs as: the range lies far from the
+// uids distributions hand out and above the images' (1000000000 to
+// 1000065535, see images.DefaultUIDBase).
+const (
+	ownerUIDBase  = 1_100_000_000
+	ownerUIDCount = 65536
+)
+
+// owners hands out owner uids to live sandboxes. Engines on one host each
+// start at another point of the range (by pid), so they rarely share one;
+// two that do only share that uid's counts.
+type owners struct {
+	mu    sync.Mutex
+	next  uint32
+	inUse map[uint32]bool
+}
+
+func newOwners() *owners {
+	return &owners{next: uint32(os.Getpid()) * 2654435761 % ownerUIDCount, inUse: map[uint32]bool{}}
+}
+
+// take returns a uid no live sandbox of this engine owns.
+func (o *owners) take() (uint32, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for range ownerUIDCount {
+		uid := ownerUIDBase + o.next
+		o.next = (o.next + 1) % ownerUIDCount
+		if !o.inUse[uid] {
+			o.inUse[uid] = true
+			return uid, nil
+		}
+	}
+	return 0, errors.New("every user namespace owner uid is in use")
+}
+
+// release returns uid once its sandbox is gone.
+func (o *owners) release(uid uint32) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.inUse, uid)
+}
