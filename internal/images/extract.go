@@ -34,6 +34,19 @@ type idShift struct {
 // in a tarball become nobody (65534).
 const idRange = 65536
 
+// diskMode is the mode an entry gets on disk. A shifted image is owned by
+// ids no host account has, so "other" on the host means every host user:
+// a world-writable directory or file in the image (/var/tmp, /run/lock)
+// would let any of them plant or change files that every sandbox then sees.
+// Inside the sandbox only its root (the image's owner) writes there, which is
+// what sandboxes need.
+func (s idShift) diskMode(mode uint32) uint32 {
+	if s.chown {
+		return mode &^ unix.S_IWOTH
+	}
+	return mode
+}
+
 // mapID returns the on-disk id for id n of the tar.
 func (s idShift) mapID(n int) int {
 	if n < 0 || n >= idRange {
@@ -358,7 +371,7 @@ func (x *extractor) file(pfd int, base string, r io.Reader, uid, gid int, mode u
 		}
 	}
 	// After chown: chown clears setuid/setgid, the tar's mode wins.
-	if err := unix.Fchmod(fd, mode); err != nil {
+	if err := unix.Fchmod(fd, x.shift.diskMode(mode)); err != nil {
 		return fmt.Errorf("chmod: %w", err)
 	}
 	if err := futimens(fd, hdr.AccessTime, hdr.ModTime); err != nil {
@@ -463,7 +476,7 @@ func (x *extractor) finishDirs() error {
 			err = unix.Fchown(fd, d.uid, d.gid)
 		}
 		if err == nil {
-			err = unix.Fchmod(fd, d.mode)
+			err = unix.Fchmod(fd, x.shift.diskMode(d.mode))
 		}
 		if err == nil {
 			err = futimens(fd, d.atime, d.mtime)

@@ -29,6 +29,7 @@ func TestExtractShiftsOwnershipAndKeepsModes(t *testing.T) {
 		{name: "./home/u/notes", typ: tar.TypeReg, mode: 0o600, uid: 1000, gid: 1000, body: "n"},
 		{name: "./big", typ: tar.TypeReg, mode: 0o644, uid: 70000, gid: 99999, body: "b"},
 		{name: "./tmp/", typ: tar.TypeDir, mode: 0o1777},
+		{name: "./var/open", typ: tar.TypeReg, mode: 0o666, body: "o"},
 		{name: "./ro/", typ: tar.TypeDir, mode: 0o555},
 		{name: "./ro/inside", typ: tar.TypeReg, mode: 0o444, body: "r"},
 		{name: "./dev/", typ: tar.TypeDir, mode: 0o755},
@@ -41,10 +42,16 @@ func TestExtractShiftsOwnershipAndKeepsModes(t *testing.T) {
 	if err != nil {
 		t.Fatalf("extract: %v", err)
 	}
-	if stats.Skipped != 4 || stats.Files != 6 || stats.Symlinks != 1 || stats.Hardlinks != 1 {
-		t.Errorf("stats = %+v, want 6 files, 1 symlink, 1 hardlink, 4 skipped", stats)
+	if stats.Skipped != 4 || stats.Files != 7 || stats.Symlinks != 1 || stats.Hardlinks != 1 {
+		t.Errorf("stats = %+v, want 7 files, 1 symlink, 1 hardlink, 4 skipped", stats)
 	}
 
+	// Owned by shifted ids, a shifted image has nothing host users may
+	// write: they are all "other" to it.
+	worldWritable := os.FileMode(0o002)
+	if isRoot() {
+		worldWritable = 0
+	}
 	type want struct {
 		path     string
 		mode     os.FileMode // permission + special bits
@@ -60,7 +67,8 @@ func TestExtractShiftsOwnershipAndKeepsModes(t *testing.T) {
 		{"home/u", 0o750, 1000, 1000},
 		{"home/u/notes", 0o600, 1000, 1000},
 		{"big", 0o644, 65534, 65534},
-		{"tmp", 0o777 | os.ModeSticky, 0, 0},
+		{"tmp", 0o775 | worldWritable | os.ModeSticky, 0, 0},
+		{"var/open", 0o664 | worldWritable, 0, 0},
 		{"ro", 0o555, 0, 0},
 	} {
 		fi, err := os.Lstat(filepath.Join(dest, w.path))

@@ -11,7 +11,7 @@ import (
 // builderVersion is hashed into every recipe. Bump it whenever the way an
 // image is produced changes (build code, extraction, common hooks) so that
 // existing cache entries stop counting as current.
-const builderVersion = "scratchrun-images/1"
+const builderVersion = "scratchrun-images/2"
 
 // aptOptions are passed to mmdebstrap as --aptopt. mmdebstrap already skips
 // Recommends by default; saying so here keeps images lean even if that
