@@ -26,7 +26,8 @@ func TestNotesEscapeControlAndFormatCharacters(t *testing.T) {
 	}
 	c := execapi.Checked{Timeout: time.Second, MemoryMB: 64}
 	out := sandbox.Outcome{Notes: hostile, Files: map[string][]byte{}}
-	res := (&Engine{}).result(c, out, sandbox.Teardown{Purged: true}, &cappedOutput{}, &cappedOutput{})
+	e := &Engine{backend: enforcingBackend{}}
+	res := e.result(c, out, sandbox.Teardown{Purged: true}, &cappedOutput{}, &cappedOutput{})
 	for _, r := range res.Note {
 		if r == unicode.ReplacementChar || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029' {
 			t.Errorf("note carries %U: %q", r, res.Note)
@@ -42,8 +43,15 @@ func TestNotesEscapeControlAndFormatCharacters(t *testing.T) {
 	}
 	// Ordinary text, accents and other scripts included, passes unchanged.
 	plain := "Return file /tmp/café/日本語.png was not returned: it does not exist."
-	res = (&Engine{}).result(c, sandbox.Outcome{Notes: []string{plain}}, sandbox.Teardown{Purged: true}, &cappedOutput{}, &cappedOutput{})
+	res = e.result(c, sandbox.Outcome{Notes: []string{plain}}, sandbox.Teardown{Purged: true}, &cappedOutput{}, &cappedOutput{})
 	if res.Note != plain {
 		t.Errorf("note %q, want %q unchanged", res.Note, plain)
 	}
 }
+
+// enforcingBackend is a backend that enforces every limit, for tests of
+// result building alone (nothing else of it is called).
+type enforcingBackend struct{ sandbox.Backend }
+
+// UnenforcedLimits implements sandbox.Backend.
+func (enforcingBackend) UnenforcedLimits() []sandbox.Limit { return nil }
