@@ -247,6 +247,20 @@ func networkSettings(cfg *engine.Config) (*netpolicy.Config, error) {
 			return nil, fmt.Errorf("SCRATCHRUN_EGRESS_SUBNET=%q: %v", v, err)
 		}
 	}
+	for _, limit := range []struct {
+		name string
+		dst  *int
+	}{{"SCRATCHRUN_EGRESS_MAX_CONNECTIONS", &nc.MaxConnections}, {"SCRATCHRUN_EGRESS_CONNECTIONS_PER_SECOND", &nc.NewConnectionsPerSecond}} {
+		v := os.Getenv(limit.name)
+		if v == "" {
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1<<20 {
+			return nil, fmt.Errorf("%s=%q: want a positive integer", limit.name, v)
+		}
+		*limit.dst = n
+	}
 	// nc.LockDir stays /run/scratchrun whatever SCRATCHRUN_STATE_DIR says:
 	// every engine of the host must find the same lock files, or two would
 	// each think themselves alone and remove the other's interfaces.

@@ -24,6 +24,14 @@ type Config struct {
 	Allowed []netip.Prefix
 	// Blocked are destinations blocked in addition to BlockedByDefault.
 	Blocked []netip.Prefix
+	// MaxConnections caps the connections one sandbox may have open at once,
+	// as the host's connection tracking counts them: the conntrack table is
+	// the whole host's (262,144 entries here), and one sandbox opening
+	// connections without end would fill it and stall the host's own.
+	MaxConnections int
+	// NewConnectionsPerSecond caps how fast one sandbox opens connections
+	// (bursts of twice as many pass), so that it cannot churn the table.
+	NewConnectionsPerSecond int
 	// PoolSize is how many slots are kept ready ahead of demand.
 	PoolSize int
 	// LockDir holds the lock files through which the engines of one network
@@ -37,6 +45,7 @@ type Config struct {
 func (c Config) fingerprint() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "table %s\ninterfaces %s*\nsubnet %s\n", c.Table, c.InterfacePrefix, c.Subnet.Masked())
+	fmt.Fprintf(&b, "connections %d, %d new per second\n", c.MaxConnections, c.NewConnectionsPerSecond)
 	for _, d := range c.DNS {
 		fmt.Fprintf(&b, "dns %s\n", d)
 	}
@@ -62,15 +71,26 @@ var BlockedByDefault = mustPrefixes(
 // BlockedPorts are TCP destination ports no sandbox may reach (SMTP: spam).
 var BlockedPorts = []uint16{25}
 
+// Defaults of the per-sandbox connection limits: generous for a program that
+// downloads in parallel or installs packages, while a hundred sandboxes at
+// their limit hold a tenth of a default conntrack table.
+const (
+	DefaultMaxConnections          = 256
+	DefaultNewConnectionsPerSecond = 100
+)
+
 // DefaultConfig returns the defaults: table "scratchrun", interfaces "sr-*",
-// slots from 10.203.0.0/16, two slots ready, resolvers from the host.
+// slots from 10.203.0.0/16, 256 connections and 100 new ones a second per
+// sandbox, two slots ready, resolvers from the host.
 func DefaultConfig() Config {
 	return Config{
-		Table:           "scratchrun",
-		InterfacePrefix: "sr-",
-		Subnet:          netip.MustParsePrefix("10.203.0.0/16"),
-		PoolSize:        2,
-		LockDir:         "/run/scratchrun",
+		Table:                   "scratchrun",
+		InterfacePrefix:         "sr-",
+		Subnet:                  netip.MustParsePrefix("10.203.0.0/16"),
+		MaxConnections:          DefaultMaxConnections,
+		NewConnectionsPerSecond: DefaultNewConnectionsPerSecond,
+		PoolSize:                2,
+		LockDir:                 "/run/scratchrun",
 	}
 }
 
@@ -85,6 +105,9 @@ func (c Config) validate() error {
 		if !d.Is4() {
 			return fmt.Errorf("netpolicy: resolver %s: only IPv4 resolvers are supported (sandboxes have no IPv6)", d)
 		}
+	}
+	if c.MaxConnections < 1 || c.NewConnectionsPerSecond < 1 {
+		return fmt.Errorf("netpolicy: connection limits %d open and %d new per second must both be positive", c.MaxConnections, c.NewConnectionsPerSecond)
 	}
 	if len(c.DNS) == 0 {
 		return fmt.Errorf("netpolicy: no DNS resolver: set one (SCRATCHRUN_DNS) or give the host a non-loopback nameserver in /etc/resolv.conf")

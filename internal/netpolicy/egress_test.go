@@ -34,6 +34,12 @@ func newEgressEngine(t *testing.T) *env { return newNamedEgressEngine(t, "") }
 // network manager) named by suffix, so that a test can run several, as
 // several engine processes on one host would.
 func newNamedEgressEngine(t *testing.T, suffix string) *env {
+	return newConfiguredEgressEngine(t, suffix, func(*netpolicy.Config) {})
+}
+
+// newConfiguredEgressEngine is newNamedEgressEngine with the policy changed
+// by configure.
+func newConfiguredEgressEngine(t *testing.T, suffix string, configure func(*netpolicy.Config)) *env {
 	t.Helper()
 	pid := os.Getpid()
 	stateDir := fmt.Sprintf("/run/scratchrun-nettest-%d%s", pid, suffix)
@@ -54,6 +60,7 @@ func newNamedEgressEngine(t *testing.T, suffix string) *env {
 	})
 	cfg := netpolicy.DefaultConfig()
 	cfg.DNS = []netip.Addr{resolver}
+	configure(&cfg)
 	mgr, err := netpolicy.New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)

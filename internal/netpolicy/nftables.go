@@ -3,6 +3,7 @@ package netpolicy
 import (
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
@@ -46,6 +47,26 @@ func installRules(c Config) error {
 	add(forward, toSandbox, verdict(expr.VerdictDrop))
 	// From a sandbox: IPv4 only.
 	add(forward, fromSandbox, nfproto(unix.NFPROTO_IPV6), rejectAny())
+	// Each sandbox (its slot's address) may hold so many connections and
+	// open them so fast; beyond that a new one is refused before conntrack
+	// confirms it, so it never takes a place in the host's table.
+	open := &nftables.Set{Table: t, Name: "open_connections", KeyType: nftables.TypeIPAddr, Dynamic: true}
+	rate := &nftables.Set{Table: t, Name: "connection_rate", KeyType: nftables.TypeIPAddr, Dynamic: true,
+		HasTimeout: true, Timeout: time.Minute}
+	for _, set := range []*nftables.Set{open, rate} {
+		if err := conn.AddSet(set, nil); err != nil {
+			return fmt.Errorf("nftables: add set %s: %w", set.Name, err)
+		}
+	}
+	add(forward, fromSandbox, ctState(expr.CtStateBitNEW), loadSaddr(), []expr.Any{&expr.Dynset{
+		SrcRegKey: 1, SetName: open.Name, SetID: open.ID, Operation: unix.NFT_DYNSET_OP_ADD,
+		Exprs: []expr.Any{&expr.Connlimit{Count: uint32(c.MaxConnections), Flags: expr.NFT_CONNLIMIT_F_INV}},
+	}}, rejectAny())
+	add(forward, fromSandbox, ctState(expr.CtStateBitNEW), loadSaddr(), []expr.Any{&expr.Dynset{
+		SrcRegKey: 1, SetName: rate.Name, SetID: rate.ID, Operation: unix.NFT_DYNSET_OP_UPDATE,
+		Exprs: []expr.Any{&expr.Limit{Type: expr.LimitTypePkts, Rate: uint64(c.NewConnectionsPerSecond),
+			Unit: expr.LimitTimeSecond, Burst: uint32(2 * c.NewConnectionsPerSecond), Over: true}},
+	}}, rejectAny())
 	// The resolvers, on port 53 only, even in a blocked range.
 	for _, dns := range c.DNS {
 		for _, proto := range []byte{unix.IPPROTO_UDP, unix.IPPROTO_TCP} {
@@ -167,13 +188,25 @@ func daddrIn(p netip.Prefix) []expr.Any { return addrIn(16, p) }
 func saddrIn(p netip.Prefix) []expr.Any { return addrIn(12, p) }
 
 func ctEstablished() []expr.Any {
+	return ctState(expr.CtStateBitESTABLISHED | expr.CtStateBitRELATED)
+}
+
+// ctState matches packets whose connection is in one of the states bits.
+func ctState(bits uint32) []expr.Any {
 	return []expr.Any{
 		&expr.Ct{Register: 1, Key: expr.CtKeySTATE},
 		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
-			Mask: binaryutil.NativeEndian.PutUint32(expr.CtStateBitESTABLISHED | expr.CtStateBitRELATED),
+			Mask: binaryutil.NativeEndian.PutUint32(bits),
 			Xor:  binaryutil.NativeEndian.PutUint32(0)},
 		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(0)},
 	}
+}
+
+// loadSaddr puts an IPv4 packet's source address in register 1: the key of
+// the per-sandbox sets (IPv6 from sandboxes is refused earlier).
+func loadSaddr() []expr.Any {
+	return append(nfproto(unix.NFPROTO_IPV4),
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4})
 }
 
 func verdict(kind expr.VerdictKind) []expr.Any { return []expr.Any{&expr.Verdict{Kind: kind}} }

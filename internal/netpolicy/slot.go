@@ -1,6 +1,7 @@
 package netpolicy
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // Slot is one ready network namespace for one sandbox: lo and eth0 up, an
@@ -169,19 +171,38 @@ func (s *Slot) plumb() error {
 	return nil
 }
 
-// destroy deletes the veth pair (both ends go at once) and releases the
-// namespace; with no process left in it, the kernel frees it.
+// destroy deletes the veth pair (both ends go at once), releases the
+// namespace (with no process left in it, the kernel frees it) and forgets
+// the sandbox's connections.
 func (s *Slot) destroy() error {
-	var err error
+	var errs []error
 	if link, lerr := netlink.LinkByName(s.hostName); lerr == nil {
 		if derr := netlink.LinkDel(link); derr != nil {
-			err = fmt.Errorf("delete %s: %w", s.hostName, derr)
+			errs = append(errs, fmt.Errorf("delete %s: %w", s.hostName, derr))
 		}
 	}
 	if s.ns.IsOpen() {
 		s.ns.Close()
 	}
-	return err
+	if err := forgetConnections(s.Address); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// forgetConnections deletes the host's conntrack entries a sandbox at addr
+// left: an established connection nobody closed stays in the table for days,
+// counting against the host's limit, and against the next sandbox given the
+// same address (its open-connection count would start full).
+func forgetConnections(addr netip.Addr) error {
+	filter := &netlink.ConntrackFilter{}
+	if err := filter.AddIP(netlink.ConntrackOrigSrcIP, net.IP(addr.AsSlice())); err != nil {
+		return err
+	}
+	if _, err := netlink.ConntrackDeleteFilters(netlink.ConntrackTable, unix.AF_INET, filter); err != nil {
+		return fmt.Errorf("forget the connections of %s: %w", addr, err)
+	}
+	return nil
 }
 
 func addr(a netip.Addr, bits int) *netlink.Addr {
