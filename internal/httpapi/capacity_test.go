@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/scratchrun/scratchrun/internal/execapi"
 )
 
 func sleepBody(seconds string) string {
@@ -167,7 +169,7 @@ func TestKeyRateLimit(t *testing.T) {
 	}
 	created := backend.created.Load()
 	a := ts.post(slow, quick)
-	if a.status != http.StatusTooManyRequests || a.errorBody(t).Code != CodeRateLimited {
+	if a.status != http.StatusTooManyRequests || a.errorBody(t).Code != execapi.CodeRateLimited {
 		t.Fatalf("run over the rate: %d %s", a.status, a.body)
 	}
 	// 2/min refills one run every 30 s.
@@ -192,7 +194,7 @@ func TestKeyConcurrencyLimit(t *testing.T) {
 	go func() { first <- ts.post(single, sleepBody("2")) }()
 	waitFor(t, "the first run", func() bool { return ts.metric("scratchrun_sandboxes_in_use") == 1 })
 	a := ts.post(single, sleepBody("0"))
-	if a.status != http.StatusTooManyRequests || a.errorBody(t).Code != CodeConcurrencyLimit {
+	if a.status != http.StatusTooManyRequests || a.errorBody(t).Code != execapi.CodeConcurrencyLimit {
 		t.Fatalf("second concurrent request: %d %s", a.status, a.body)
 	}
 	if s := retryAfter(t, a); s > 25 {

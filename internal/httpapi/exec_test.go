@@ -28,17 +28,18 @@ func TestExecSuccess(t *testing.T) {
 	if err := json.Unmarshal(a.body, &raw); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"exit_code", "stdout", "stderr", "execution_ms", "state_purged", "files", "note"} {
+	// The contract's seven fields, and the two extensions (outcome, facts).
+	for _, k := range []string{"exit_code", "stdout", "stderr", "execution_ms", "state_purged", "files", "note", "outcome", "facts"} {
 		if _, ok := raw[k]; !ok {
 			t.Errorf("result lacks %q", k)
 		}
 	}
-	if len(raw) != 7 {
-		t.Errorf("result has %d fields, want 7: %s", len(raw), a.body)
+	if len(raw) != 9 {
+		t.Errorf("result has %d fields, want 9: %s", len(raw), a.body)
 	}
 	var res execapi.Result
 	json.Unmarshal(a.body, &res)
-	if res.ExitCode != 0 || res.Stdout != "v\nhello\n" || !res.StatePurged {
+	if res.ExitCode != 0 || res.Stdout != "v\nhello\n" || !res.StatePurged || res.Outcome != execapi.OutcomeSuccess {
 		t.Errorf("result %+v", res)
 	}
 	data, err := base64.StdEncoding.DecodeString(res.Files["/tmp/o.bin"])

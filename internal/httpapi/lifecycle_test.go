@@ -28,7 +28,7 @@ func TestDrainFinishesRunsAndRefusesNewOnes(t *testing.T) {
 	waitFor(t, "draining", func() bool { return ts.srv.drain.isDraining() })
 
 	a := ts.post(key, sleepBody("0"))
-	if a.status != http.StatusServiceUnavailable || a.errorBody(t).Code != CodeDraining {
+	if a.status != http.StatusServiceUnavailable || a.errorBody(t).Code != execapi.CodeDraining {
 		t.Errorf("request while draining: %d %s", a.status, a.body)
 	}
 	r, err := ts.do(context.Background(), http.MethodGet, "/readyz", "", nil, nil)
@@ -72,7 +72,7 @@ func TestAbortCancelsRuns(t *testing.T) {
 	if d := time.Since(start); d > 15*time.Second {
 		t.Errorf("abort took %s with a 20 s run in flight", d)
 	}
-	if a := <-aborted; a.status != http.StatusServiceUnavailable || a.errorBody(t).Code != CodeDraining {
+	if a := <-aborted; a.status != http.StatusServiceUnavailable || a.errorBody(t).Code != execapi.CodeDraining {
 		t.Errorf("the aborted run's answer: %d %s", a.status, a.body)
 	}
 }

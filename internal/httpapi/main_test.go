@@ -153,7 +153,7 @@ func startServerWith(t *testing.T, o serverOptions, mutate func(*engine.Config))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Service: eng, Keys: keys, Capacity: o.capacity, QueueWait: o.queueWait, MaxQueue: o.maxQueue, MaxBodyBytes: o.maxBody, Conns: o.conns}
+	cfg := Config{Service: eng, Policy: eng.Policy(), Keys: keys, Capacity: o.capacity, QueueWait: o.queueWait, MaxQueue: o.maxQueue, MaxBodyBytes: o.maxBody, Conns: o.conns}
 	if o.mcp {
 		cfg.MCP = func(svc execapi.Service) http.Handler { return mcpserver.HTTPHandler(svc, mcpserver.Options{}) }
 	}
