@@ -320,3 +320,44 @@ func TestDrainWaitsForRunsOutsideHTTP(t *testing.T) {
 		t.Error("Serve returned before the run ended")
 	}
 }
+
+// A run's outcome in usage rows and metrics is the engine's, not a reading
+// of its note: a program that exits 124, or is killed by SIGKILL, by itself
+// is a nonzero exit even when its note happens to hold the words
+// "timeout" or "memory limit" (here, in the names of return files that do
+// not exist). Before, the gate searched the note for them and counted these
+// runs as timeouts and memory-limit kills.
+func TestOutcomeIsTheEnginesNotTheNotesWords(t *testing.T) {
+	ts := startServer(t, serverOptions{})
+	k, key := ts.key("alice", 100, 4)
+	for _, body := range []string{
+		`{"runtime": "bash", "code": "exit 124", "return_files": ["/tmp/timeout"]}`,
+		`{"runtime": "bash", "code": "kill -9 $$", "return_files": ["/tmp/memory limit"]}`,
+	} {
+		a := ts.post(key, body)
+		var res execapi.Result
+		if a.status != http.StatusOK || json.Unmarshal(a.body, &res) != nil {
+			t.Fatalf("%s: %d %s", body, a.status, a.body)
+		}
+		if res.ExitCode != 124 && res.ExitCode != 137 {
+			t.Fatalf("%s: exit %d, want the program's own 124 or 137", body, res.ExitCode)
+		}
+	}
+	rows, err := ts.keys.ListUsage(context.Background(), store.UsageFilter{KeyIDs: []string{k.ID}})
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("usage rows %+v (%v)", rows, err)
+	}
+	for _, u := range rows {
+		if u.Outcome != "nonzero_exit" {
+			t.Errorf("exit %d counted as %q, want nonzero_exit", u.ExitCode, u.Outcome)
+		}
+	}
+	for _, o := range []string{"timeout", "memory_limit"} {
+		if got := ts.metric(`scratchrun_runs_total{outcome="` + o + `",runtime="bash"}`); got != 0 {
+			t.Errorf("%v runs counted as %s", got, o)
+		}
+	}
+	if got := ts.metric(`scratchrun_runs_total{outcome="nonzero_exit",runtime="bash"}`); got != 2 {
+		t.Errorf("%v runs counted as nonzero_exit, want 2", got)
+	}
+}
