@@ -43,6 +43,9 @@ type Result struct {
 // Executor that builds a Result calls it once, when everything else is in
 // place; it is the one place where a run's facts become words.
 func (r *Result) Finish() {
+	if r.Files == nil {
+		r.Files = map[string]string{}
+	}
 	r.Facts.normalize()
 	r.Outcome = OutcomeOf(r.ExitCode, r.Facts)
 	r.Note = ""
