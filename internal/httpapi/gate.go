@@ -90,14 +90,20 @@ func (g *gate) Exec(ctx context.Context, req execapi.Request, events execapi.Eve
 		res, err = g.svc.Exec(ctx, req, events)
 	}
 	ran := time.Since(started)
-	g.adm.release(t, ran)
-	if execapi.IsValidation(err) {
-		// The engine knows more than the policy (installed runtimes): still
-		// nothing ran, so it neither counts against the key nor is a run.
+	if refused := errors.As(err, &refusal); refused || execapi.IsValidation(err) {
+		// The engine knows more than the policy (installed runtimes) and may
+		// refuse too: still nothing ran, so it neither counts against the
+		// key nor is a run.
+		g.adm.release(t, 0)
 		g.rate.refund(caller)
-		g.m.rejections.WithLabelValues(reasonInvalidRequest).Inc()
+		reason := reasonInvalidRequest
+		if refused && !execapi.IsValidation(err) {
+			reason = string(refusal.Reason)
+		}
+		g.m.rejections.WithLabelValues(reason).Inc()
 		return execapi.Result{}, err
 	}
+	g.adm.release(t, ran)
 	outcome := classify(ctx, res, err)
 	g.m.runs.WithLabelValues(checked.Runtime, outcome).Inc()
 	g.m.runSeconds.WithLabelValues(checked.Runtime).Observe(ran.Seconds())

@@ -19,7 +19,7 @@ import (
 // Draining: accepted runs finish with 200, new requests get 503 with the
 // error document, readiness fails, and then the listener closes.
 func TestDrainFinishesRunsAndRefusesNewOnes(t *testing.T) {
-	ts := startServer(t, serverOptions{capacity: 2})
+	ts := startServer(t, serverOptions{capacity: 2, fake: scripted()})
 	_, key := ts.key("alice", 100, 4)
 	long := make(chan answer, 1)
 	go func() { long <- ts.post(key, sleepBody("2")) }()
@@ -119,7 +119,7 @@ func TestClientDisconnectKillsSandbox(t *testing.T) {
 // Revoking a key (from another handle on the database, as `scratchrun keys
 // revoke` does) refuses its very next request.
 func TestRevokeTakesEffectImmediately(t *testing.T) {
-	ts := startServer(t, serverOptions{})
+	ts := startServer(t, serverOptions{fake: scripted()})
 	k, key := ts.key("alice", 100, 4)
 	_, other := ts.key("bob", 100, 4)
 	quick := `{"runtime": "bash", "code": "true"}`
@@ -134,12 +134,12 @@ func TestRevokeTakesEffectImmediately(t *testing.T) {
 	if _, err := cli.Revoke(context.Background(), "alice"); err != nil {
 		t.Fatal(err)
 	}
-	created := backend.created.Load()
+	ran := len(ts.fake.Ran())
 	a := ts.post(key, quick)
 	if a.status != http.StatusUnauthorized || a.errorBody(t).Code != CodeUnauthorized {
 		t.Errorf("after revoke: %d %s", a.status, a.body)
 	}
-	if backend.created.Load() != created {
+	if len(ts.fake.Ran()) != ran {
 		t.Error("a revoked key's request reached the engine")
 	}
 	if a := ts.post(other, quick); a.status != http.StatusOK {
@@ -209,7 +209,7 @@ func TestUsageRowsMatchRuns(t *testing.T) {
 // With no key ever created the server is open (serve allows that only on
 // loopback); the first key closes it, and a revoked last key keeps it closed.
 func TestOpenUntilTheFirstKey(t *testing.T) {
-	ts := startServer(t, serverOptions{})
+	ts := startServer(t, serverOptions{fake: scripted()})
 	quick := `{"runtime": "bash", "code": "echo open"}`
 	if a := ts.post("", quick); a.status != http.StatusOK {
 		t.Fatalf("open server: %d %s", a.status, a.body)
@@ -296,7 +296,7 @@ func TestPoolSizeMetric(t *testing.T) {
 // Draining also waits for runs that no HTTP request is waiting on (an MCP
 // tool call can outlive its request): Serve returns only after they end.
 func TestDrainWaitsForRunsOutsideHTTP(t *testing.T) {
-	ts := startServer(t, serverOptions{})
+	ts := startServer(t, serverOptions{fake: scripted()})
 	type outcome struct {
 		res execapi.Result
 		err error
