@@ -98,7 +98,7 @@ func startServer(t *testing.T) (string, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := httpapi.New(httpapi.Config{Service: eng, Keys: keys, Capacity: eng.Capacity()})
+	srv, err := httpapi.New(httpapi.Config{Service: eng, Policy: eng.Policy(), Keys: keys, Capacity: eng.Capacity()})
 	if err != nil {
 		t.Fatal(err)
 	}
