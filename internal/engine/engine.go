@@ -134,8 +134,9 @@ func (e *Engine) Exec(ctx context.Context, req execapi.Request, events execapi.E
 }
 
 // ExecChecked implements execapi.CheckedExecutor. A runtime this engine does
-// not have is a *execapi.Refusal (RefusedUnknownRuntime); a call cancelled
-// while every slot is busy, one for RefusedAtCapacity.
+// not have is a *execapi.Refusal (RefusedUnknownRuntime). A call waits for a
+// free slot as long as its context lets it: a front end that bounds the
+// wait refuses the call itself (httpapi's admission).
 func (e *Engine) ExecChecked(ctx context.Context, checked execapi.Checked, events execapi.EventSink) (execapi.Result, error) {
 	admitted := time.Now()
 	resolved, err := e.store.Resolve(checked.Runtime)
@@ -145,7 +146,7 @@ func (e *Engine) ExecChecked(ctx context.Context, checked execapi.Checked, event
 	select {
 	case e.slots <- struct{}{}:
 	case <-ctx.Done():
-		return execapi.Result{}, &execapi.Refusal{Reason: execapi.RefusedAtCapacity}
+		return execapi.Result{}, fmt.Errorf("waiting for a sandbox slot: %w", ctx.Err())
 	}
 	defer func() { <-e.slots }()
 
