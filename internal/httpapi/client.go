@@ -144,24 +144,24 @@ func readError(resp *http.Response) error {
 }
 
 // refusalFrom rebuilds the server's refusal from its answer: the reason its
-// document names, or, from a server that names none, the one its code
-// stands for; Retry-After is the header's. Nil when the answer is no
-// refusal.
+// document names, or, from a server that names none (one older than
+// reasons), the one its 429's code stands for (a 503 it sent may have
+// ended a run that had begun: that stays an *APIError). Retry-After is the
+// header's. Nil when the answer is no refusal.
 func refusalFrom(e *APIError, d errorDetail) *execapi.Refusal {
 	reason := execapi.RefusalReason(d.Reason)
-	if reason == "" {
-		switch {
-		case e.Status == http.StatusTooManyRequests && d.Code == execapi.CodeAtCapacity:
+	if reason == "" && e.Status == http.StatusTooManyRequests {
+		switch d.Code {
+		case execapi.CodeAtCapacity:
 			reason = execapi.RefusedAtCapacity
-		case e.Status == http.StatusTooManyRequests && d.Code == execapi.CodeRateLimited:
+		case execapi.CodeRateLimited:
 			reason = execapi.RefusedKeyRate
-		case e.Status == http.StatusTooManyRequests && d.Code == execapi.CodeConcurrencyLimit:
+		case execapi.CodeConcurrencyLimit:
 			reason = execapi.RefusedKeyConcurrency
-		case e.Status == http.StatusServiceUnavailable && d.Code == execapi.CodeDraining:
-			reason = execapi.RefusedDraining
-		default:
-			return nil
 		}
+	}
+	if reason == "" {
+		return nil
 	}
 	r := &execapi.Refusal{Reason: reason, RetryAfter: e.RetryAfter, Limit: d.Limit, Field: d.Field}
 	if d.Field != "" {
