@@ -74,7 +74,7 @@ func cmdBench(args []string) int {
 			pc.Variants = []string{v}
 		}
 	}
-	eng, err := newEngineWithPool(newLogger(), pc)
+	eng, err := newEngineWithPool(newLogger(), engineOverrides{}, pc)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "scratchrun bench: %v\n", err)
 		return exitInternal

@@ -30,7 +30,7 @@ type idleMemoryReport struct {
 // lets them settle, and reports their memory next to each interpreter's own.
 func benchIdleMemory(ctx context.Context, asJSON bool) int {
 	pc := engine.PoolConfig{Floor: 2, Max: 2, IdleAfter: time.Hour, Networks: []string{"none"}}
-	eng, err := newEngineWithPool(newLogger(), pc)
+	eng, err := newEngineWithPool(newLogger(), engineOverrides{}, pc)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "scratchrun bench: %v\n", err)
 		return exitInternal

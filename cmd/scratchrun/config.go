@@ -70,9 +70,17 @@ var envSettings = []envSetting{
 	{"SCRATCHRUN_CPU_MILLICORES", func(c *engine.Config, n int64) { c.CPUs = float64(n) / 1000 }},
 }
 
-// engineConfig builds the engine's configuration from defaults and the
-// environment, naming the variable in any error.
-func engineConfig(log *slog.Logger) (engine.Config, error) {
+// engineOverrides are a subcommand's own flags for the engine, which win
+// over the environment; zero fields leave it be.
+type engineOverrides struct {
+	// maxConcurrent is `serve --capacity`.
+	maxConcurrent int
+}
+
+// engineConfig builds the engine's configuration from defaults, the
+// environment and a subcommand's overrides, naming the variable in any
+// error.
+func engineConfig(log *slog.Logger, o engineOverrides) (engine.Config, error) {
 	cfg := engine.DefaultConfig()
 	cfg.Logger = log
 	for _, s := range envSettings {
@@ -85,6 +93,9 @@ func engineConfig(log *slog.Logger) (engine.Config, error) {
 			return cfg, fmt.Errorf("%s=%q: want a positive integer", s.name, v)
 		}
 		s.apply(&cfg, n)
+	}
+	if o.maxConcurrent > 0 {
+		cfg.MaxConcurrent = o.maxConcurrent
 	}
 	p := cfg.Policy
 	if p.DefaultTimeout > p.MaxTimeout {
@@ -301,17 +312,17 @@ func parsePrefixes(name string) ([]netip.Prefix, error) {
 // newEngine is for long-running servers (mcp, serve): it keeps a warm pool
 // (SCRATCHRUN_POOL_FLOOR, SCRATCHRUN_POOL_MAX, SCRATCHRUN_POOL_MEMORY_MB;
 // floor 0 turns it off).
-func newEngine(log *slog.Logger) (*engine.Engine, error) {
+func newEngine(log *slog.Logger, o engineOverrides) (*engine.Engine, error) {
 	pool, err := poolConfig()
 	if err != nil {
 		return nil, err
 	}
-	return newEngineWithPool(log, pool)
+	return newEngineWithPool(log, o, pool)
 }
 
 // newOneShotEngine is for one call (exec): a pool would only cost.
 func newOneShotEngine(log *slog.Logger) (*engine.Engine, error) {
-	return newEngineWithPool(log, engine.PoolConfig{})
+	return newEngineWithPool(log, engineOverrides{}, engine.PoolConfig{})
 }
 
 func poolConfig() (engine.PoolConfig, error) {
@@ -341,8 +352,8 @@ func poolConfig() (engine.PoolConfig, error) {
 	return pc, nil
 }
 
-func newEngineWithPool(log *slog.Logger, pool engine.PoolConfig) (*engine.Engine, error) {
-	cfg, err := engineConfig(log)
+func newEngineWithPool(log *slog.Logger, o engineOverrides, pool engine.PoolConfig) (*engine.Engine, error) {
+	cfg, err := engineConfig(log, o)
 	if err != nil {
 		return nil, err
 	}

@@ -114,10 +114,17 @@ func usageError(msg string) int {
 	return exitUsage
 }
 
+// reportExecError says why there is no result: bad input exits 2, anything
+// else (a refusal in its own words, a failed sandbox) 1.
 func reportExecError(err error) int {
-	if execapi.IsValidation(err) {
+	var refusal *execapi.Refusal
+	switch {
+	case execapi.IsValidation(err):
 		fmt.Fprintf(os.Stderr, "scratchrun exec: invalid request: %v\n", err)
 		return exitUsage
+	case errors.As(err, &refusal):
+		fmt.Fprintf(os.Stderr, "scratchrun exec: refused: %v\n", refusal)
+		return exitInternal
 	}
 	fmt.Fprintf(os.Stderr, "scratchrun exec: %v\n", err)
 	return exitInternal
@@ -201,11 +208,12 @@ func execRequestJSON(ctx context.Context, source string) int {
 	if cerr := eng.Close(); cerr != nil {
 		fmt.Fprintf(os.Stderr, "scratchrun: warning: %v\n", cerr)
 	}
+	var refusal *execapi.Refusal
 	switch {
 	case execapi.IsValidation(err):
 		return printError(execapi.CodeInvalidRequest, err.Error(), exitUsage)
-	case errors.Is(err, execapi.ErrAtCapacity):
-		return printError(execapi.CodeAtCapacity, err.Error(), exitInternal)
+	case errors.As(err, &refusal):
+		return printError(refusal.Code(), refusal.Error(), exitInternal)
 	case err != nil:
 		return printError(execapi.CodeInternal, err.Error(), exitInternal)
 	}

@@ -134,13 +134,14 @@ func TestExecRequestJSON(t *testing.T) {
 		if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
 			t.Fatalf("%v: not JSON: %v\n%s", args, err, r.stdout)
 		}
-		for _, k := range []string{"exit_code", "stdout", "stderr", "execution_ms", "state_purged", "files", "note"} {
+		// The contract's seven fields, and the two extensions (outcome, facts).
+		for _, k := range []string{"exit_code", "stdout", "stderr", "execution_ms", "state_purged", "files", "note", "outcome", "facts"} {
 			if _, ok := res[k]; !ok {
 				t.Errorf("result lacks %q: %s", k, r.stdout)
 			}
 		}
-		if len(res) != 7 {
-			t.Errorf("result has %d fields, want exactly 7: %s", len(res), r.stdout)
+		if len(res) != 9 {
+			t.Errorf("result has %d fields, want exactly 9: %s", len(res), r.stdout)
 		}
 		if res["stdout"] != "v\n" || res["state_purged"] != true {
 			t.Errorf("result %s", r.stdout)

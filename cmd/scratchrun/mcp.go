@@ -163,7 +163,7 @@ func mcpService(log *slog.Logger) (svc execapi.Service, redact []string, closeSe
 		log.Debug("mcp: running code on a remote server", "url", u.Redacted())
 		return remote.New(base, key, nil), []string{key}, func() {}, nil
 	}
-	eng, err := newEngine(log)
+	eng, err := newEngine(log, engineOverrides{})
 	if err != nil {
 		return nil, nil, nil, err
 	}

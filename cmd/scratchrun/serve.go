@@ -77,10 +77,6 @@ flags:
 	if *capacity < 0 || *queueLen < 0 || *queueWait < 0 {
 		return serveUsageError("--capacity, --queue and --queue-wait must not be negative")
 	}
-	if *capacity > 0 {
-		// The engine reads its capacity from the environment; the flag wins.
-		os.Setenv("SCRATCHRUN_MAX_CONCURRENT", strconv.Itoa(*capacity))
-	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -136,7 +132,7 @@ flags:
 	}
 
 	log := newLogger()
-	eng, err := newEngine(log)
+	eng, err := newEngine(log, engineOverrides{maxConcurrent: *capacity})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "scratchrun serve: %v\n", err)
 		return exitInternal
@@ -148,6 +144,7 @@ flags:
 	}
 	srv, err := httpapi.New(httpapi.Config{
 		Service:      eng,
+		Policy:       eng.Policy(),
 		Keys:         keys,
 		Capacity:     eng.Capacity(),
 		MaxQueue:     *queueLen,
@@ -156,7 +153,7 @@ flags:
 		Conns:        limits,
 		ListenAddr:   listenAddr,
 		MCP: func(svc execapi.Service) http.Handler {
-			return mcpserver.HTTPHandler(rejectionWords{svc}, mcpserver.Options{Logger: log, Version: version})
+			return mcpserver.HTTPHandler(svc, mcpserver.Options{Logger: log, Version: version})
 		},
 		Logger: log,
 	})
@@ -219,21 +216,6 @@ func serveMetrics(srv *httpapi.Server, ln net.Listener, given string, limits htt
 		}
 	}()
 	return func() { hs.Close() }
-}
-
-// rejectionWords gives the MCP tool the server's own words for a refusal
-// ("this API key's limit of 2 runs per minute is used up; retry after 30 s")
-// instead of a generic "at capacity".
-type rejectionWords struct{ execapi.Service }
-
-// Exec implements execapi.Executor.
-func (r rejectionWords) Exec(ctx context.Context, req execapi.Request, events execapi.EventSink) (execapi.Result, error) {
-	res, err := r.Service.Exec(ctx, req, events)
-	var rej *httpapi.RejectedError
-	if errors.As(err, &rej) {
-		return res, &mcpserver.ToolError{Message: "ScratchRun refused the call: " + rej.Error() + ".", Err: err}
-	}
-	return res, err
 }
 
 func serveUsageError(msg string) int {

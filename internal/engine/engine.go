@@ -120,21 +120,33 @@ func (e *Engine) Backend() sandbox.Backend { return e.backend }
 // Runtimes lists the runtimes this engine can run now.
 func (e *Engine) Runtimes() []images.Runtime { return e.store.Installed() }
 
-// Exec implements execapi.Executor.
+// Policy implements execapi.CheckedExecutor: what requests are validated
+// against, and what a Checked given to ExecChecked must have passed.
+func (e *Engine) Policy() execapi.Policy { return e.cfg.Policy }
+
+// Exec implements execapi.Executor: it validates req and runs it.
 func (e *Engine) Exec(ctx context.Context, req execapi.Request, events execapi.EventSink) (execapi.Result, error) {
-	admitted := time.Now()
 	checked, err := e.cfg.Policy.Validate(req)
 	if err != nil {
 		return execapi.Result{}, err
 	}
+	return e.ExecChecked(ctx, checked, events)
+}
+
+// ExecChecked implements execapi.CheckedExecutor. A runtime this engine does
+// not have is a *execapi.Refusal (RefusedUnknownRuntime). A call waits for a
+// free slot as long as its context lets it: a front end that bounds the
+// wait refuses the call itself (httpapi's admission).
+func (e *Engine) ExecChecked(ctx context.Context, checked execapi.Checked, events execapi.EventSink) (execapi.Result, error) {
+	admitted := time.Now()
 	resolved, err := e.store.Resolve(checked.Runtime)
 	if err != nil {
-		return execapi.Result{}, &execapi.ValidationError{Field: "runtime", Message: err.Error()}
+		return execapi.Result{}, &execapi.Refusal{Reason: execapi.RefusedUnknownRuntime, Field: "runtime", Detail: err.Error()}
 	}
 	select {
 	case e.slots <- struct{}{}:
 	case <-ctx.Done():
-		return execapi.Result{}, fmt.Errorf("%w: %v", execapi.ErrAtCapacity, ctx.Err())
+		return execapi.Result{}, fmt.Errorf("waiting for a sandbox slot: %w", ctx.Err())
 	}
 	defer func() { <-e.slots }()
 
@@ -327,6 +339,8 @@ func (e *Engine) environment(requestEnv map[string]string, rt images.Runtime) []
 	return out
 }
 
+// result builds the Result from what the sandbox did: its facts, and from
+// them (Result.Finish) the outcome and the note.
 func (e *Engine) result(c execapi.Checked, o sandbox.Outcome, t sandbox.Teardown, stdout, stderr *cappedOutput) execapi.Result {
 	r := execapi.Result{
 		ExitCode:    o.ExitCode,
@@ -335,37 +349,42 @@ func (e *Engine) result(c execapi.Checked, o sandbox.Outcome, t sandbox.Teardown
 		ExecutionMS: o.Duration.Milliseconds(),
 		StatePurged: t.Purged,
 		Files:       map[string]string{},
+		Facts: execapi.Facts{
+			TimeoutMS:       c.Timeout.Milliseconds(),
+			MemoryMB:        c.MemoryMB,
+			TimedOut:        o.TimedOut,
+			MemoryLimitHit:  o.OOMKilled,
+			ProcessLimit:    e.cfg.MaxPids,
+			ProcessLimitHit: o.PidsLimitHit,
+			ForkFailures:    o.ForkFailures,
+		},
 	}
-	// Every note leaves through here, escaped: some are composed by an init
-	// from paths the caller or user code chose.
-	note := func(text string) { r.AddNote(escapeNote(text)) }
-	switch {
-	case o.TimedOut:
+	if o.TimedOut {
 		r.ExitCode = execapi.ExitTimeout
-		note(fmt.Sprintf("The program was killed at the %d ms timeout (exit code 124)", c.Timeout.Milliseconds()))
-	case o.OOMKilled:
-		note(fmt.Sprintf("The memory limit of %d MB was hit and the kernel killed the program (exit code %d)", c.MemoryMB, r.ExitCode))
 	}
-	if o.PidsLimitHit {
-		text := fmt.Sprintf("The process limit of %d was hit", e.cfg.MaxPids)
-		if o.ForkFailures > 0 {
-			text += fmt.Sprintf(": %d fork/clone calls failed", o.ForkFailures)
+	for _, out := range []*cappedOutput{stdout, stderr} {
+		if cut, ok := out.cut(); ok {
+			r.Facts.OutputCut = append(r.Facts.OutputCut, cut)
 		}
-		note(text)
 	}
-	note(stdout.note("stdout"))
-	note(stderr.note("stderr"))
+	// Escaped here, once: an init composed these from paths the caller or
+	// user code chose.
 	for _, n := range o.Notes {
-		note(n)
+		r.Facts.SandboxNotes = append(r.Facts.SandboxNotes, execapi.EscapeNote(n))
 	}
 	for p, data := range o.Files {
 		r.Files[p] = base64.StdEncoding.EncodeToString(data)
 	}
+	for _, p := range c.ReturnFiles {
+		if _, ok := o.Files[p]; !ok {
+			r.Facts.FilesNotReturned = append(r.Facts.FilesNotReturned, p)
+		}
+	}
 	// Every result, not only the first: a caller must never read a run
 	// that stayed under no memory limit as one that did.
-	r.AddNote(sandbox.UnenforcedNote(e.backend.UnenforcedLimits()))
-	if !t.Purged {
-		note("Teardown of the sandbox could not be verified")
+	for _, l := range e.backend.UnenforcedLimits() {
+		r.Facts.UnenforcedLimits = append(r.Facts.UnenforcedLimits, string(l))
 	}
+	r.Finish()
 	return r
 }

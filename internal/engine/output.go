@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"fmt"
 	"sync"
 	"unicode/utf8"
 
@@ -56,11 +55,17 @@ func (c *cappedOutput) text() string {
 	return string(b)
 }
 
-func (c *cappedOutput) note(name string) string {
+// cut reports whether the stream was cut at its cap, and how.
+func (c *cappedOutput) cut() (execapi.OutputCut, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.dropped == 0 {
-		return ""
+	return execapi.OutputCut{Stream: c.stream(), LimitBytes: c.limit, DroppedBytes: c.dropped}, c.dropped > 0
+}
+
+// stream names the stream as notes do.
+func (c *cappedOutput) stream() string {
+	if c.kind == execapi.EventStderr {
+		return "stderr"
 	}
-	return fmt.Sprintf("%s was cut at %d bytes; %d more bytes were dropped", name, c.limit, c.dropped)
+	return "stdout"
 }

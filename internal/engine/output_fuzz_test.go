@@ -38,8 +38,8 @@ func FuzzCappedOutput(f *testing.F) {
 		if !bytes.HasPrefix(kept, []byte(text)) || len(kept)-len(text) > utf8.UTFMax {
 			t.Fatalf("text %q is not kept %q less a cut character", text, kept)
 		}
-		if (c.dropped > 0) != (c.note("stdout") != "") {
-			t.Fatalf("note %q with %d dropped", c.note("stdout"), c.dropped)
+		if cut, ok := c.cut(); (c.dropped > 0) != ok || ok && (cut.Stream != "stdout" || cut.DroppedBytes != c.dropped) {
+			t.Fatalf("cut %+v (%v) with %d dropped", cut, ok, c.dropped)
 		}
 	})
 }

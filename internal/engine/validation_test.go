@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -34,11 +35,10 @@ func TestInvalidRequestsNeverStartASandbox(t *testing.T) {
 		for _, c := range cases {
 			_, err := e.Exec(context.Background(), c.req, nil)
 			var v *execapi.ValidationError
-			if err == nil || !execapi.IsValidation(err) {
+			if err == nil || !errors.As(err, &v) {
 				t.Errorf("%+v: got %v, want a validation error", c.req, err)
 				continue
 			}
-			v = err.(*execapi.ValidationError)
 			if v.Field != c.field {
 				t.Errorf("%+v: field %q, want %q (%v)", c.req, v.Field, c.field, err)
 			}

@@ -22,7 +22,9 @@ func DecodeRequest(r io.Reader, maxBytes int64) (Request, error) {
 		return Request{}, invalid("body", "is larger than %d bytes", maxBytes)
 	}
 	if err != nil {
-		return Request{}, invalid("body", "could not be read: %v", err)
+		e := invalid("body", "could not be read: %v", err)
+		e.cause = err
+		return Request{}, e
 	}
 	if err := CheckKeys(data, requestFields); err != nil {
 		return Request{}, err

@@ -20,9 +20,15 @@ type ValidationError struct {
 	Field string
 	// Message says what is wrong in words a model can act on.
 	Message string
+	// cause is what made the body unreadable, for a front end that tells
+	// its own reader's errors apart (http.MaxBytesReader's, say).
+	cause error
 }
 
 func (e *ValidationError) Error() string { return e.Field + ": " + e.Message }
+
+// Unwrap returns what made the body unreadable, if that was the error.
+func (e *ValidationError) Unwrap() error { return e.cause }
 
 func invalid(field, format string, args ...any) *ValidationError {
 	return &ValidationError{Field: field, Message: fmt.Sprintf(format, args...)}
@@ -34,5 +40,6 @@ func IsValidation(err error) bool {
 	return errors.As(err, &v)
 }
 
-// ErrAtCapacity is returned (wrapped) when no sandbox could be had in time.
+// ErrAtCapacity is what a Refusal for capacity or a key's limits unwraps
+// to: no sandbox could be had for the call now.
 var ErrAtCapacity = errors.New("at capacity: every sandbox slot is busy, retry shortly")

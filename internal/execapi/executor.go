@@ -9,12 +9,24 @@ import (
 // client of a remote server and (later) a cluster scheduler implement it; front
 // ends hold one and never know which.
 //
-// Exec returns a *ValidationError for bad input (before any sandbox starts), an
-// error wrapping ErrAtCapacity when no sandbox could be had, another error when
-// the sandbox itself failed, and otherwise a Result, whatever the program did.
+// Exec returns a *ValidationError for bad input and a *Refusal for a call it
+// will not run now (before any sandbox starts, both), another error when the
+// sandbox itself failed, and otherwise a Result, whatever the program did.
 // Cancelling ctx kills the sandbox at once.
 type Executor interface {
 	Exec(ctx context.Context, req Request, events EventSink) (Result, error)
+}
+
+// CheckedExecutor is an Executor that also takes a request already checked
+// against its Policy, so that a front end that validates first (to refuse
+// bad input before it waits for a slot) hands the Checked on rather than
+// have the request validated, and its files decoded, a second time.
+type CheckedExecutor interface {
+	Executor
+	// Policy is what a Checked given to ExecChecked must have passed.
+	Policy() Policy
+	// ExecChecked is Exec for a request that passed Policy().Validate.
+	ExecChecked(ctx context.Context, c Checked, events EventSink) (Result, error)
 }
 
 // EventKind says what an Event carries.

@@ -7,7 +7,7 @@ const (
 	// ExitTimeout is reported when the wall-clock limit killed the run.
 	ExitTimeout = 124
 	// ExitKilled is reported when the run was killed by SIGKILL, as the kernel
-	// does when the memory limit is hit (Note then says so).
+	// does when the memory limit is hit (Outcome and Note then say so).
 	ExitKilled = 137
 )
 
@@ -29,10 +29,36 @@ type Result struct {
 	Files map[string]string `json:"files"`
 	// Note holds one sentence per thing the caller must know (truncated output,
 	// a missing return file, a limit that was hit); empty when there is none.
+	// It is written from Facts (see Finish), for people and models to read:
+	// programs read Outcome and Facts instead.
 	Note string `json:"note"`
+	// Outcome is how the run ended, in one word. It extends the hosted
+	// contract (like files_base64); a server older than it leaves it empty.
+	Outcome Outcome `json:"outcome"`
+	// Facts are what Note says, as data. An extension like Outcome.
+	Facts Facts `json:"facts"`
 }
 
-// AddNote appends one sentence to r.Note.
+// Finish derives Outcome and Note from ExitCode, StatePurged and Facts. An
+// Executor that builds a Result calls it once, when everything else is in
+// place; it is the one place where a run's facts become words.
+func (r *Result) Finish() {
+	if r.Files == nil {
+		r.Files = map[string]string{}
+	}
+	r.Facts.normalize()
+	r.Outcome = OutcomeOf(r.ExitCode, r.Facts)
+	r.Note = ""
+	for _, sentence := range r.Facts.sentences(r.ExitCode) {
+		r.AddNote(sentence)
+	}
+	if !r.StatePurged {
+		r.AddNote("Teardown of the sandbox could not be verified")
+	}
+}
+
+// AddNote appends one sentence to r.Note. Front ends use it to add what
+// they did to a result (the MCP tool says what it cut to fit a client).
 func (r *Result) AddNote(sentence string) {
 	sentence = strings.TrimSpace(sentence)
 	if sentence == "" {

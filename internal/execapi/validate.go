@@ -13,8 +13,8 @@ import (
 )
 
 // Checked is a Request that passed validation, with defaults applied and file
-// contents decoded. Engines take a Checked, so unchecked input cannot reach a
-// sandbox.
+// contents decoded. Engines take a Checked (CheckedExecutor), so unchecked
+// input cannot reach a sandbox and nothing is validated twice.
 type Checked struct {
 	Runtime     string
 	Code        string

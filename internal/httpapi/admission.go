@@ -6,16 +6,13 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/scratchrun/scratchrun/internal/execapi"
 )
 
-// Rejection reasons: the label of scratchrun_rejections_total and the reason
-// a 429 or 503 carries.
+// Rejection reasons beyond the refusals of execapi (execapi.RefusalReason):
+// the labels of scratchrun_rejections_total.
 const (
-	reasonAtCapacity     = "at_capacity"            // waited the queue wait, no slot freed
-	reasonQueueFull      = "queue_full"             // the queue was full on arrival
-	reasonKeyRate        = "key_rate"               // the key's runs per minute are used up
-	reasonKeyConcurrency = "key_concurrency"        // the key has its maximum in flight
-	reasonDraining       = "draining"               // the server is shutting down
 	reasonUnauthorized   = "unauthorized"           // no or a bad API key
 	reasonInvalidRequest = "invalid_request"        // decoding or validation failed
 	reasonBodyTooLarge   = "body_too_large"         // the body exceeded the maximum
@@ -62,12 +59,6 @@ type ticket struct {
 	released bool
 }
 
-// rejection is why a request was not admitted, and when to try again.
-type rejection struct {
-	reason     string
-	retryAfter time.Duration
-}
-
 func newAdmission(capacity, maxQueue int, queueWait time.Duration, onDepth func(queued, inUse int)) *admission {
 	if onDepth == nil {
 		onDepth = func(int, int) {}
@@ -81,11 +72,11 @@ func newAdmission(capacity, maxQueue int, queueWait time.Duration, onDepth func(
 
 // acquire waits for a slot for caller. keyConcurrency > 0 caps the caller's
 // requests in flight (queued or running). It returns a ticket to release, or
-// a rejection, or ctx's error when the caller went away while waiting.
-func (a *admission) acquire(ctx context.Context, caller string, keyConcurrency int, timeout time.Duration) (*ticket, *rejection, error) {
+// a refusal, or ctx's error when the caller went away while waiting.
+func (a *admission) acquire(ctx context.Context, caller string, keyConcurrency int, timeout time.Duration) (*ticket, *execapi.Refusal, error) {
 	a.mu.Lock()
 	if keyConcurrency > 0 && a.perKey[caller] >= keyConcurrency {
-		r := &rejection{reason: reasonKeyConcurrency, retryAfter: a.estimateForCallerLocked(caller)}
+		r := &execapi.Refusal{Reason: execapi.RefusedKeyConcurrency, RetryAfter: a.estimateForCallerLocked(caller), Limit: keyConcurrency}
 		a.mu.Unlock()
 		return nil, r, nil
 	}
@@ -98,9 +89,9 @@ func (a *admission) acquire(ctx context.Context, caller string, keyConcurrency i
 		return t, nil, nil
 	}
 	if a.maxQueue <= 0 || a.queueWait <= 0 || a.queued >= a.maxQueue {
-		r := &rejection{reason: reasonQueueFull, retryAfter: a.estimateLocked(a.queued)}
+		r := &execapi.Refusal{Reason: execapi.RefusedQueueFull, RetryAfter: a.estimateLocked(a.queued)}
 		if a.maxQueue <= 0 || a.queueWait <= 0 {
-			r.reason = reasonAtCapacity // there is no queue to be full
+			r.Reason = execapi.RefusedAtCapacity // there is no queue to be full
 		}
 		a.mu.Unlock()
 		return nil, r, nil
@@ -137,7 +128,7 @@ func (a *admission) acquire(ctx context.Context, caller string, keyConcurrency i
 	if ctx.Err() != nil {
 		return nil, nil, ctx.Err()
 	}
-	return nil, &rejection{reason: reasonAtCapacity, retryAfter: a.estimateLocked(a.queued)}, nil
+	return nil, &execapi.Refusal{Reason: execapi.RefusedAtCapacity, RetryAfter: a.estimateLocked(a.queued)}, nil
 }
 
 // release returns t's slot; ran is how long the run took (0 when it did not

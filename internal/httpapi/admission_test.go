@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/scratchrun/scratchrun/internal/execapi"
 )
 
 // These exercise the admission queue on its own (no sandboxes): order,
@@ -21,7 +23,7 @@ func queueUp(t *testing.T, a *admission, ctx context.Context, caller string, got
 		case err != nil:
 			got <- caller + ":" + err.Error()
 		case rej != nil:
-			got <- caller + ":" + rej.reason
+			got <- caller + ":" + string(rej.Reason)
 		default:
 			got <- caller
 			// Hold the slot until the test releases it through the channel
@@ -97,14 +99,14 @@ func TestAdmissionWaitAndEstimates(t *testing.T) {
 	t2, _, _ := a.acquire(context.Background(), "A", 0, 10*time.Second)
 	start := time.Now()
 	_, rej, err := a.acquire(context.Background(), "B", 0, time.Second)
-	if err != nil || rej == nil || rej.reason != reasonAtCapacity {
+	if err != nil || rej == nil || rej.Reason != execapi.RefusedAtCapacity {
 		t.Fatalf("over capacity: %v %v", rej, err)
 	}
 	if d := time.Since(start); d < 50*time.Millisecond || d > 5*time.Second {
 		t.Errorf("waited %s with a 50 ms queue wait", d)
 	}
-	if rej.retryAfter < time.Second {
-		t.Errorf("estimate %s: below a second", rej.retryAfter)
+	if rej.RetryAfter < time.Second {
+		t.Errorf("estimate %s: below a second", rej.RetryAfter)
 	}
 	// Slow runs raise the estimate; it never exceeds what timeouts allow.
 	a.mu.Lock()
@@ -117,7 +119,7 @@ func TestAdmissionWaitAndEstimates(t *testing.T) {
 	}
 	// Key concurrency counts queued and running requests of the key.
 	_, rej, _ = a.acquire(context.Background(), "A", 2, time.Second)
-	if rej == nil || rej.reason != reasonKeyConcurrency || rej.retryAfter < time.Second || rej.retryAfter > 10*time.Second+teardownAllowance {
+	if rej == nil || rej.Reason != execapi.RefusedKeyConcurrency || rej.RetryAfter < time.Second || rej.RetryAfter > 10*time.Second+teardownAllowance {
 		t.Errorf("key at its concurrency: %+v", rej)
 	}
 	a.release(t1, time.Second)
@@ -129,7 +131,7 @@ func TestAdmissionWaitAndEstimates(t *testing.T) {
 	// No queue at all: rejected at once as at capacity.
 	none := newAdmission(1, 100, -1, nil)
 	hold, _, _ := none.acquire(context.Background(), "A", 0, time.Second)
-	if _, rej, _ := none.acquire(context.Background(), "A", 0, time.Second); rej == nil || rej.reason != reasonAtCapacity {
+	if _, rej, _ := none.acquire(context.Background(), "A", 0, time.Second); rej == nil || rej.Reason != execapi.RefusedAtCapacity {
 		t.Errorf("without a queue: %+v", rej)
 	}
 	none.release(hold, 0)
@@ -169,16 +171,20 @@ func TestRateLimiterBucket(t *testing.T) {
 	}
 }
 
+// Every refusal of the gate says when to retry, rounded up to whole
+// seconds, and unwraps to what callers test for: ErrAtCapacity, or
+// ErrDraining while draining.
 func TestRejectionErrors(t *testing.T) {
-	for _, r := range []string{reasonAtCapacity, reasonQueueFull, reasonKeyRate, reasonKeyConcurrency, reasonDraining} {
-		err := error(newRejected(rejection{reason: r, retryAfter: 1500 * time.Millisecond}, 3))
-		if r == reasonDraining {
-			if !errors.Is(err, ErrDraining) {
+	for _, r := range []execapi.RefusalReason{execapi.RefusedAtCapacity, execapi.RefusedQueueFull, execapi.RefusedKeyRate,
+		execapi.RefusedKeyConcurrency, execapi.RefusedDraining} {
+		err := error(&execapi.Refusal{Reason: r, RetryAfter: 1500 * time.Millisecond, Limit: 3})
+		if r == execapi.RefusedDraining {
+			if !errors.Is(err, execapi.ErrDraining) {
 				t.Errorf("%s does not wrap ErrDraining", r)
 			}
 			continue
 		}
-		if !errors.Is(err, errAtCapacity()) || !containsAll(err.Error(), "retry after 2 s") {
+		if !errors.Is(err, errAtCapacity()) || !containsAll(err.Error(), "Retry after 2 seconds") {
 			t.Errorf("%s: %v", r, err)
 		}
 	}

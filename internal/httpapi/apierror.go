@@ -14,25 +14,27 @@ import (
 const (
 	CodeUnauthorized     = "unauthorized"
 	CodeBodyTooLarge     = "body_too_large"
-	CodeRateLimited      = "rate_limited"
-	CodeConcurrencyLimit = "concurrency_limited"
-	CodeDraining         = "draining"
 	CodeNotFound         = "not_found"
 	CodeMethodNotAllowed = "method_not_allowed"
 	CodeMediaType        = "unsupported_media_type"
 )
 
-// APIError is a non-2xx answer of a ScratchRun server, as the client sees it.
+// APIError is a non-2xx answer of a ScratchRun server, as the client sees
+// it, when it is no refusal (those come back as the server's own
+// *execapi.Refusal).
 //
 // A 400 answer wraps an *execapi.ValidationError (so execapi.IsValidation
-// holds) and a 429 answer wraps execapi.ErrAtCapacity, so callers handle a
-// remote server as they handle the local engine.
+// holds) and a 429 answer (from a proxy: the server's own are refusals)
+// wraps execapi.ErrAtCapacity, so callers handle a remote server as they
+// handle the local engine.
 type APIError struct {
 	// Status is the HTTP status code.
 	Status int
 	// Code and Message are the server's {"error": {"code", "message"}}.
 	Code    string
 	Message string
+	// Field is the request field a 400 answer names, when it names one.
+	Field string
 	// RetryAfter is the server's Retry-After, zero when it sent none.
 	RetryAfter time.Duration
 }
@@ -51,6 +53,9 @@ func (e *APIError) Error() string {
 func (e *APIError) Unwrap() []error {
 	switch e.Status {
 	case http.StatusBadRequest:
+		if e.Field != "" {
+			return []error{&execapi.ValidationError{Field: e.Field, Message: strings.TrimPrefix(e.Message, e.Field+": ")}}
+		}
 		return []error{validationFromMessage(e.Message)}
 	case http.StatusTooManyRequests:
 		return []error{execapi.ErrAtCapacity}
@@ -59,7 +64,8 @@ func (e *APIError) Unwrap() []error {
 }
 
 // validationFromMessage rebuilds the ValidationError a server sent as its
-// Error() text, "field: message". A field is a JSON path such as
+// Error() text, "field: message", when its document does not name the
+// field (a server older than that). A field is a JSON path such as
 // limits.timeout_ms, return_files[2] or files["/tmp/a: b"] (quoted parts may
 // hold anything, so the text is parsed, not split at the first colon).
 func validationFromMessage(msg string) *execapi.ValidationError {

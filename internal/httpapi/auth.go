@@ -16,6 +16,9 @@ import (
 
 type keyContextKey struct{}
 
+// errUnauthorized is returned when a run's caller is not an active key.
+var errUnauthorized = errors.New("a valid API key is required (Authorization: Bearer sr_live_...)")
+
 // keyFrom returns the key that authenticated the request, nil when the server
 // runs without keys.
 func keyFrom(ctx context.Context) *store.Key {
@@ -84,13 +87,13 @@ func (s *Server) requireKey(next http.Handler) http.Handler {
 		key, ok, err := s.auth.authenticate(r)
 		if err != nil {
 			s.log.Error("authenticate", "err", err)
-			writeError(w, http.StatusInternalServerError, execapi.CodeInternal, "the key store could not be read", 0)
+			writeError(w, http.StatusInternalServerError, execapi.CodeInternal, "the key store could not be read")
 			return
 		}
 		if !ok {
 			s.m.rejections.WithLabelValues(reasonUnauthorized).Inc()
 			w.Header().Set("WWW-Authenticate", `Bearer realm="scratchrun"`)
-			writeError(w, http.StatusUnauthorized, CodeUnauthorized, errUnauthorized.Error(), 0)
+			writeError(w, http.StatusUnauthorized, CodeUnauthorized, errUnauthorized.Error())
 			return
 		}
 		if key != nil {

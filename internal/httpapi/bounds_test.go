@@ -64,7 +64,7 @@ func (s *slowConn) closedWithin(t *testing.T, bound time.Duration) (status strin
 // ~20,000 such connections took the server offline.
 func TestStalledClientsAreCutOff(t *testing.T) {
 	const bodyTimeout, headerTimeout = 1500 * time.Millisecond, 1500 * time.Millisecond
-	ts := startServer(t, serverOptions{mcp: true, conns: ConnLimits{BodyTimeout: bodyTimeout, HeaderTimeout: headerTimeout}})
+	ts := startServer(t, serverOptions{mcp: true, conns: ConnLimits{BodyTimeout: bodyTimeout, HeaderTimeout: headerTimeout}, fake: scripted()})
 	_, key := ts.key("alice", 1000, 4)
 	host := strings.TrimPrefix(ts.URL, "http://")
 	head := func(method, path, auth string, length int, extra string) string {
@@ -136,7 +136,7 @@ func TestStalledClientsAreCutOff(t *testing.T) {
 // Before, there was no cap at all.
 func TestConnectionCap(t *testing.T) {
 	const limit = 4
-	ts := startServer(t, serverOptions{conns: ConnLimits{MaxConns: limit, HeaderTimeout: time.Minute}})
+	ts := startServer(t, serverOptions{conns: ConnLimits{MaxConns: limit, HeaderTimeout: time.Minute}, fake: scripted()})
 	var held []net.Conn
 	for range limit {
 		// Connected, not a byte sent: each holds a connection until the

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/scratchrun/scratchrun/internal/execapi"
 )
 
 func sleepBody(seconds string) string {
@@ -25,12 +27,10 @@ func retryAfter(t *testing.T, a answer) int {
 }
 
 // A burst larger than capacity: every request is answered, with success or
-// 429 and an honest Retry-After; no more run at once than there are slots;
-// nothing is left behind (checked by startServer's cleanup).
+// 429 and an honest Retry-After; no more run at once than there are slots.
 func TestBurstBeyondCapacity(t *testing.T) {
-	ts := startServer(t, serverOptions{capacity: 2, queueWait: 300 * time.Millisecond})
+	ts := startServer(t, serverOptions{capacity: 2, queueWait: 300 * time.Millisecond, fake: scripted()})
 	_, key := ts.key("burst", 1000, 100)
-	created := backend.created.Load()
 	const n = 12
 	answers := make([]answer, n)
 	errs := make([]error, n)
@@ -87,8 +87,8 @@ func TestBurstBeyondCapacity(t *testing.T) {
 	if peak > 2 {
 		t.Errorf("%v sandboxes in use at once with capacity 2", peak)
 	}
-	if c := backend.created.Load() - created; c != int64(ok) {
-		t.Errorf("%d sandboxes created for %d successful runs: rejected work reached the engine", c, ok)
+	if c := len(ts.fake.Ran()); c != ok {
+		t.Errorf("%d runs for %d successful requests: rejected work reached the engine", c, ok)
 	}
 	if got := ts.metric(`scratchrun_rejections_total{reason="at_capacity"}`) + ts.metric(`scratchrun_rejections_total{reason="queue_full"}`); int(got) != rejected {
 		t.Errorf("rejections counted %v, want %d", got, rejected)
@@ -100,7 +100,7 @@ func TestBurstBeyondCapacity(t *testing.T) {
 
 // With a queue, waiting requests get the next free slot instead of a 429.
 func TestQueueWaitAdmitsWhenASlotFrees(t *testing.T) {
-	ts := startServer(t, serverOptions{capacity: 1, queueWait: 20 * time.Second})
+	ts := startServer(t, serverOptions{capacity: 1, queueWait: 20 * time.Second, fake: scripted()})
 	_, key := ts.key("q", 1000, 10)
 	var wg sync.WaitGroup
 	statuses := make([]int, 3)
@@ -121,7 +121,7 @@ func TestQueueWaitAdmitsWhenASlotFrees(t *testing.T) {
 
 // A full queue turns requests away at once rather than letting them wait.
 func TestQueueFull(t *testing.T) {
-	ts := startServer(t, serverOptions{capacity: 1, queueWait: 20 * time.Second, maxQueue: 1})
+	ts := startServer(t, serverOptions{capacity: 1, queueWait: 20 * time.Second, maxQueue: 1, fake: scripted()})
 	_, key := ts.key("q", 1000, 10)
 	results := make(chan answer, 2)
 	go func() { results <- ts.post(key, sleepBody("1.5")) }()
@@ -153,7 +153,7 @@ func TestQueueFull(t *testing.T) {
 // A key over its rate gets 429 rate_limited with the time until its next
 // run; other keys are unaffected; refused runs do not spend the rate.
 func TestKeyRateLimit(t *testing.T) {
-	ts := startServer(t, serverOptions{})
+	ts := startServer(t, serverOptions{fake: scripted()})
 	_, slow := ts.key("slow", 2, 4)
 	_, other := ts.key("other", 100, 4)
 	quick := `{"runtime": "bash", "code": "true"}`
@@ -165,16 +165,16 @@ func TestKeyRateLimit(t *testing.T) {
 			t.Fatalf("run %d within the rate: %d %s", i, a.status, a.body)
 		}
 	}
-	created := backend.created.Load()
+	ran := len(ts.fake.Ran())
 	a := ts.post(slow, quick)
-	if a.status != http.StatusTooManyRequests || a.errorBody(t).Code != CodeRateLimited {
+	if a.status != http.StatusTooManyRequests || a.errorBody(t).Code != execapi.CodeRateLimited {
 		t.Fatalf("run over the rate: %d %s", a.status, a.body)
 	}
 	// 2/min refills one run every 30 s.
 	if s := retryAfter(t, a); s < 25 || s > 30 {
 		t.Errorf("Retry-After %d s for a 2/min key, want about 30", s)
 	}
-	if backend.created.Load() != created {
+	if len(ts.fake.Ran()) != ran {
 		t.Error("a rate-limited request reached the engine")
 	}
 	if a := ts.post(other, quick); a.status != http.StatusOK {
@@ -185,14 +185,14 @@ func TestKeyRateLimit(t *testing.T) {
 // A key over its concurrency gets 429 concurrency_limited while its own run
 // is in flight; another key still runs.
 func TestKeyConcurrencyLimit(t *testing.T) {
-	ts := startServer(t, serverOptions{capacity: 3, queueWait: 10 * time.Second})
+	ts := startServer(t, serverOptions{capacity: 3, queueWait: 10 * time.Second, fake: scripted()})
 	_, single := ts.key("single", 100, 1)
 	_, other := ts.key("other", 100, 4)
 	first := make(chan answer, 1)
 	go func() { first <- ts.post(single, sleepBody("2")) }()
 	waitFor(t, "the first run", func() bool { return ts.metric("scratchrun_sandboxes_in_use") == 1 })
 	a := ts.post(single, sleepBody("0"))
-	if a.status != http.StatusTooManyRequests || a.errorBody(t).Code != CodeConcurrencyLimit {
+	if a.status != http.StatusTooManyRequests || a.errorBody(t).Code != execapi.CodeConcurrencyLimit {
 		t.Fatalf("second concurrent request: %d %s", a.status, a.body)
 	}
 	if s := retryAfter(t, a); s > 25 {
@@ -212,7 +212,7 @@ func TestKeyConcurrencyLimit(t *testing.T) {
 // One key flooding the queue does not starve another: the other key's
 // request is served in the next round, not after the whole flood.
 func TestFairnessAcrossKeys(t *testing.T) {
-	ts := startServer(t, serverOptions{capacity: 1, queueWait: 60 * time.Second, maxQueue: 20})
+	ts := startServer(t, serverOptions{capacity: 1, queueWait: 60 * time.Second, maxQueue: 20, fake: scripted()})
 	_, flood := ts.key("flood", 1000, 20)
 	_, polite := ts.key("polite", 1000, 20)
 	var mu sync.Mutex

@@ -63,6 +63,11 @@ func (c *Client) Exec(ctx context.Context, req execapi.Request, events execapi.E
 	if res.Files == nil {
 		res.Files = map[string]string{}
 	}
+	if res.Outcome == "" {
+		// A server older than outcomes (or the hosted API) sends none; its
+		// exit code is the best there is.
+		res.Outcome = execapi.OutcomeOf(res.ExitCode, res.Facts)
+	}
 	return res, nil
 }
 
@@ -75,8 +80,10 @@ func (c *Client) Describe(ctx context.Context) (execapi.Info, error) {
 	return info, nil
 }
 
-// do sends one request and decodes a 2xx answer into out; other answers
-// become an *APIError. Errors name the URL, never the key.
+// do sends one request and decodes a 2xx answer into out. Other answers
+// become the server's *execapi.Refusal or *execapi.ValidationError as the
+// server had it, when its error document says which, and an *APIError
+// otherwise (a proxy's page, a 401). Errors name the URL, never the key.
 func (c *Client) do(ctx context.Context, method, path string, body []byte, out any) error {
 	target := c.base + path
 	shown := redactURL(target)
@@ -101,7 +108,7 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, out a
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return readAPIError(resp)
+		return readError(resp)
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResultBytes+1))
 	if err != nil {
@@ -116,24 +123,51 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, out a
 	return nil
 }
 
-// readAPIError turns a non-2xx answer into an *APIError, also when its body
-// is not the API's error document (a proxy's HTML page, say).
-func readAPIError(resp *http.Response) *APIError {
+// readError turns a non-2xx answer into the error the server had: the
+// *execapi.Refusal or *execapi.ValidationError its document carries (so that
+// a remote Executor passes them on unchanged), else an *APIError, also when
+// the body is not the API's error document (a proxy's HTML page, say).
+func readError(resp *http.Response) error {
 	e := &APIError{Status: resp.StatusCode, RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())}
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBytes))
-	var doc struct {
-		Error struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	if json.Unmarshal(data, &doc) == nil && (doc.Error.Code != "" || doc.Error.Message != "") {
-		e.Code, e.Message = doc.Error.Code, doc.Error.Message
+	var doc errorBody
+	if json.Unmarshal(data, &doc) != nil || doc.Error.Code == "" && doc.Error.Message == "" {
+		e.Code = codeForStatus(resp.StatusCode)
+		e.Message = strings.TrimSpace(http.StatusText(resp.StatusCode) + ": " + truncate(strings.TrimSpace(string(data)), 200))
 		return e
 	}
-	e.Code = codeForStatus(resp.StatusCode)
-	e.Message = strings.TrimSpace(http.StatusText(resp.StatusCode) + ": " + truncate(strings.TrimSpace(string(data)), 200))
+	e.Code, e.Message, e.Field = doc.Error.Code, doc.Error.Message, doc.Error.Field
+	if r := refusalFrom(e, doc.Error); r != nil {
+		return r
+	}
 	return e
+}
+
+// refusalFrom rebuilds the server's refusal from its answer: the reason its
+// document names, or, from a server that names none (one older than
+// reasons), the one its 429's code stands for (a 503 it sent may have
+// ended a run that had begun: that stays an *APIError). Retry-After is the
+// header's. Nil when the answer is no refusal.
+func refusalFrom(e *APIError, d errorDetail) *execapi.Refusal {
+	reason := execapi.RefusalReason(d.Reason)
+	if reason == "" && e.Status == http.StatusTooManyRequests {
+		switch d.Code {
+		case execapi.CodeAtCapacity:
+			reason = execapi.RefusedAtCapacity
+		case execapi.CodeRateLimited:
+			reason = execapi.RefusedKeyRate
+		case execapi.CodeConcurrencyLimit:
+			reason = execapi.RefusedKeyConcurrency
+		}
+	}
+	if reason == "" {
+		return nil
+	}
+	r := &execapi.Refusal{Reason: reason, RetryAfter: e.RetryAfter, Limit: d.Limit, Field: d.Field}
+	if d.Field != "" {
+		r.Detail = strings.TrimPrefix(d.Message, d.Field+": ")
+	}
+	return r
 }
 
 // codeForStatus guesses the API's code when a body did not carry one.
@@ -148,7 +182,7 @@ func codeForStatus(status int) string {
 	case http.StatusTooManyRequests:
 		return execapi.CodeAtCapacity
 	case http.StatusServiceUnavailable:
-		return CodeDraining
+		return execapi.CodeDraining
 	case http.StatusNotFound:
 		return CodeNotFound
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -116,5 +117,31 @@ func TestClientErrorsNeverShowTheKey(t *testing.T) {
 	cancel()
 	if _, err := c.Describe(ctx); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled Describe: %v", err)
+	}
+}
+
+// From a server that names no reason in its error document (one older than
+// reasons), a 429's code still says which refusal it was; a 503 may have
+// ended a run that had begun, so it stays an *APIError.
+func TestClientReadsRefusalsWithoutAReason(t *testing.T) {
+	status, body := 0, ""
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "7")
+		w.WriteHeader(status)
+		fmt.Fprint(w, body)
+	}))
+	defer srv.Close()
+	c := NewClient(srv.URL, "", nil)
+	status, body = 429, `{"error":{"code":"rate_limited","message":"this API key's limit of 2 runs per minute is used up; retry after 7 s"}}`
+	_, err := c.Exec(context.Background(), execapi.Request{Runtime: "bash", Code: "true"}, nil)
+	var r *execapi.Refusal
+	if !errors.As(err, &r) || r.Reason != execapi.RefusedKeyRate || r.RetryAfter != 7*time.Second {
+		t.Errorf("429 rate_limited: %#v", err)
+	}
+	status, body = 503, `{"error":{"code":"draining","message":"the server shut down before the run finished; its sandbox was killed"}}`
+	_, err = c.Exec(context.Background(), execapi.Request{Runtime: "bash", Code: "true"}, nil)
+	var ae *APIError
+	if errors.As(err, &r) || !errors.As(err, &ae) || ae.Status != 503 {
+		t.Errorf("503 draining: %#v", err)
 	}
 }

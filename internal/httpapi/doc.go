@@ -11,7 +11,10 @@
 // send (GuardOrigin).
 //
 // The client (NewClient) is an execapi.Service over a remote server, so that
-// front ends can hold it in place of the local engine.
+// front ends can hold it in place of the local engine: the server's
+// refusals and validation errors come back as the contract's own errors
+// (*execapi.Refusal, *execapi.ValidationError), from the error document's
+// reason and field.
 //
 // This package must never run code itself (it holds an execapi.Service), never
 // let a request that failed decoding or validation reach that service, never

@@ -20,14 +20,16 @@ import (
 // caller is whoever execapi.CallerFrom names (an API key's id; empty when the
 // server runs without keys).
 type gate struct {
-	svc    execapi.Service
-	policy execapi.Policy
-	keys   *store.Store
-	adm    *admission
-	rate   *rateLimiter
-	m      *metrics
-	drain  *drainState
-	log    *slog.Logger
+	svc execapi.Service
+	// checked is svc when it takes checked requests (the engine), else nil.
+	checked execapi.CheckedExecutor
+	policy  execapi.Policy
+	keys    *store.Store
+	adm     *admission
+	rate    *rateLimiter
+	m       *metrics
+	drain   *drainState
+	log     *slog.Logger
 	// runs cancels every run when the server gives up draining.
 	runs context.Context
 	// lastClean is when a run last ended with its teardown verified
@@ -43,12 +45,14 @@ func (g *gate) Describe(ctx context.Context) (execapi.Info, error) { return g.sv
 // keyLimits are a caller's limits; zero means none.
 type keyLimits struct{ ratePerMin, concurrency int }
 
-// Exec implements execapi.Executor. Bad input never reaches the engine; a
-// rejection is a *RejectedError; the returned error of a run that went ahead
-// is the engine's.
+// Exec implements execapi.Executor. It validates req once, against the
+// engine's policy, before the call waits for anything: bad input never
+// waits, counts or runs; a refusal is an *execapi.Refusal; the error of a run
+// that went ahead is the engine's. An engine that takes a Checked
+// (execapi.CheckedExecutor) gets the checked request, not req again.
 func (g *gate) Exec(ctx context.Context, req execapi.Request, events execapi.EventSink) (execapi.Result, error) {
 	if g.drain.isDraining() {
-		return execapi.Result{}, g.reject(rejection{reason: reasonDraining}, 0)
+		return execapi.Result{}, g.refuse(&execapi.Refusal{Reason: execapi.RefusedDraining})
 	}
 	checked, err := g.policy.Validate(req)
 	if err != nil {
@@ -64,13 +68,13 @@ func (g *gate) Exec(ctx context.Context, req execapi.Request, events execapi.Eve
 		return execapi.Result{}, err
 	}
 	if ok, wait := g.rate.take(caller, limits.ratePerMin); !ok {
-		return execapi.Result{}, g.reject(rejection{reason: reasonKeyRate, retryAfter: wait}, limits.ratePerMin)
+		return execapi.Result{}, g.refuse(&execapi.Refusal{Reason: execapi.RefusedKeyRate, RetryAfter: wait, Limit: limits.ratePerMin})
 	}
 	queuedAt := time.Now()
-	t, rej, err := g.adm.acquire(ctx, caller, limits.concurrency, checked.Timeout)
-	if rej != nil {
+	t, refusal, err := g.adm.acquire(ctx, caller, limits.concurrency, checked.Timeout)
+	if refusal != nil {
 		g.rate.refund(caller)
-		return execapi.Result{}, g.reject(*rej, limits.concurrency)
+		return execapi.Result{}, g.refuse(refusal)
 	}
 	if err != nil {
 		g.rate.refund(caller)
@@ -79,16 +83,27 @@ func (g *gate) Exec(ctx context.Context, req execapi.Request, events execapi.Eve
 	g.m.queueSeconds.Observe(time.Since(queuedAt).Seconds())
 
 	started := time.Now()
-	res, err := g.svc.Exec(ctx, req, events)
+	var res execapi.Result
+	if g.checked != nil {
+		res, err = g.checked.ExecChecked(ctx, checked, events)
+	} else {
+		res, err = g.svc.Exec(ctx, req, events)
+	}
 	ran := time.Since(started)
-	g.adm.release(t, ran)
-	if execapi.IsValidation(err) {
-		// The engine knows more than the policy (installed runtimes): still
-		// nothing ran, so it neither counts against the key nor is a run.
+	if refused := errors.As(err, &refusal); refused || execapi.IsValidation(err) {
+		// The engine knows more than the policy (installed runtimes) and may
+		// refuse too: still nothing ran, so it neither counts against the
+		// key nor is a run.
+		g.adm.release(t, 0)
 		g.rate.refund(caller)
-		g.m.rejections.WithLabelValues(reasonInvalidRequest).Inc()
+		reason := reasonInvalidRequest
+		if refused && !execapi.IsValidation(err) {
+			reason = string(refusal.Reason)
+		}
+		g.m.rejections.WithLabelValues(reason).Inc()
 		return execapi.Result{}, err
 	}
+	g.adm.release(t, ran)
 	outcome := classify(ctx, res, err)
 	g.m.runs.WithLabelValues(checked.Runtime, outcome).Inc()
 	g.m.runSeconds.WithLabelValues(checked.Runtime).Observe(ran.Seconds())
@@ -126,26 +141,29 @@ func (g *gate) limitsFor(ctx context.Context, caller string) (keyLimits, error) 
 	return keyLimits{ratePerMin: k.RatePerMin, concurrency: k.Concurrency}, nil
 }
 
-func (g *gate) reject(r rejection, limit int) error {
-	g.m.rejections.WithLabelValues(r.reason).Inc()
-	return newRejected(r, limit)
+// refuse counts a refusal under its reason and returns it.
+func (g *gate) refuse(r *execapi.Refusal) *execapi.Refusal {
+	g.m.rejections.WithLabelValues(string(r.Reason)).Inc()
+	return r
 }
 
-// classify names a run's outcome for metrics and usage.
+// Classifications of calls that produced no Result, beside the outcomes of
+// those that did (execapi.Outcome), for metrics and usage rows.
+const (
+	outcomeCancelled = "cancelled" // the caller went away, or the server gave up draining
+	outcomeError     = "error"     // the sandbox failed
+)
+
+// classify names a call's outcome for metrics and usage: the Result's own,
+// or, when there is none, why not.
 func classify(ctx context.Context, res execapi.Result, err error) string {
 	switch {
 	case err != nil && ctx.Err() != nil:
-		return "cancelled"
+		return outcomeCancelled
 	case err != nil:
-		return "error"
-	case res.ExitCode == 0:
-		return "success"
-	case res.ExitCode == execapi.ExitTimeout && strings.Contains(res.Note, "timeout"):
-		return "timeout"
-	case res.ExitCode == execapi.ExitKilled && strings.Contains(res.Note, "memory limit"):
-		return "memory_limit"
+		return outcomeError
 	default:
-		return "nonzero_exit"
+		return string(res.Outcome)
 	}
 }
 

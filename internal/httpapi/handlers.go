@@ -4,26 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
-	"time"
 
 	"github.com/scratchrun/scratchrun/internal/execapi"
 )
 
 // handleExec is POST /v1/exec: the contract's request in, its result out.
 func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		methodNotAllowed(w, http.MethodPost)
-		return
-	}
 	if !isJSON(r.Header.Get("Content-Type")) {
 		// A browser's form or text/plain POST needs no preflight; the API
 		// takes only what no page can send across origins unasked.
 		s.m.rejections.WithLabelValues(reasonMediaType).Inc()
 		writeError(w, http.StatusUnsupportedMediaType, CodeMediaType,
-			fmt.Sprintf("the body must be JSON sent with Content-Type: application/json, not %q", r.Header.Get("Content-Type")), 0)
+			fmt.Sprintf("the body must be JSON sent with Content-Type: application/json, not %q", r.Header.Get("Content-Type")))
 		return
 	}
 	req, ok := s.decodeExec(w, r)
@@ -48,15 +42,14 @@ func (s *Server) decodeExec(w http.ResponseWriter, r *http.Request) (execapi.Req
 	}
 	// A slow body may hold a connection (until BoundBodies' deadline),
 	// never a slot: the request waits for one only once it is decoded.
-	body := &countingReader{r: r.Body}
-	req, err := execapi.DecodeRequest(body, limit)
+	req, err := execapi.DecodeRequest(http.MaxBytesReader(w, r.Body, limit), limit)
 	if err != nil {
-		if body.n > limit {
+		if tooLarge := new(http.MaxBytesError); errors.As(err, &tooLarge) {
 			s.tooLarge(w)
 			return execapi.Request{}, false
 		}
 		s.m.rejections.WithLabelValues(reasonInvalidRequest).Inc()
-		writeError(w, http.StatusBadRequest, execapi.CodeInvalidRequest, validationMessage(err), 0)
+		writeInvalid(w, err)
 		return execapi.Request{}, false
 	}
 	return req, true
@@ -66,55 +59,37 @@ func (s *Server) tooLarge(w http.ResponseWriter) {
 	s.m.rejections.WithLabelValues(reasonBodyTooLarge).Inc()
 	w.Header().Set("Connection", "close") // the rest of the body is not read
 	writeError(w, http.StatusRequestEntityTooLarge, CodeBodyTooLarge,
-		"the request body is larger than this server's limit of "+formatBytes(s.cfg.MaxBodyBytes), 0)
+		"the request body is larger than this server's limit of "+formatBytes(s.cfg.MaxBodyBytes))
 }
 
 // writeExecError maps the gate's and the engine's errors to statuses.
 func (s *Server) writeExecError(w http.ResponseWriter, r *http.Request, err error) {
-	var rej *RejectedError
+	var refusal *execapi.Refusal
 	switch {
+	case errors.As(err, &refusal):
+		writeRefusal(w, refusal)
 	case execapi.IsValidation(err):
-		writeError(w, http.StatusBadRequest, execapi.CodeInvalidRequest, validationMessage(err), 0)
-	case errors.As(err, &rej) && rej.Reason == reasonDraining:
-		w.Header().Set("Connection", "close")
-		writeError(w, http.StatusServiceUnavailable, CodeDraining, rej.Error(), 0)
-	case errors.As(err, &rej):
-		writeError(w, http.StatusTooManyRequests, rej.code(), rej.Error(), rej.RetryAfter)
+		writeInvalid(w, err)
 	case errors.Is(err, errUnauthorized):
-		writeError(w, http.StatusUnauthorized, CodeUnauthorized, errUnauthorized.Error(), 0)
+		writeError(w, http.StatusUnauthorized, CodeUnauthorized, errUnauthorized.Error())
 	case s.runs.Err() != nil && errors.Is(err, context.Canceled):
 		w.Header().Set("Connection", "close")
-		writeError(w, http.StatusServiceUnavailable, CodeDraining, "the server shut down before the run finished; its sandbox was killed", 0)
+		writeError(w, http.StatusServiceUnavailable, execapi.CodeDraining, "the server shut down before the run finished; its sandbox was killed")
 	case r.Context().Err() != nil:
 		// The client went away; its run was cancelled and nobody reads this.
 		s.log.Debug("client went away during a run", "err", err)
-	case errors.Is(err, execapi.ErrAtCapacity):
-		writeError(w, http.StatusTooManyRequests, execapi.CodeAtCapacity, err.Error(), time.Second)
 	default:
 		s.log.Error("run failed", "err", err)
-		writeError(w, http.StatusInternalServerError, execapi.CodeInternal, "the run failed: "+err.Error(), 0)
+		writeError(w, http.StatusInternalServerError, execapi.CodeInternal, "the run failed: "+err.Error())
 	}
-}
-
-// validationMessage is "field: message", which names the field first.
-func validationMessage(err error) string {
-	var v *execapi.ValidationError
-	if errors.As(err, &v) {
-		return v.Error()
-	}
-	return err.Error()
 }
 
 // handleRuntimes is GET /v1/runtimes: the executor's execapi.Info.
 func (s *Server) handleRuntimes(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		methodNotAllowed(w, http.MethodGet)
-		return
-	}
 	info, err := s.gate.Describe(r.Context())
 	if err != nil {
 		s.log.Error("describe runtimes", "err", err)
-		writeError(w, http.StatusInternalServerError, execapi.CodeInternal, "the runtimes could not be listed: "+err.Error(), 0)
+		writeError(w, http.StatusInternalServerError, execapi.CodeInternal, "the runtimes could not be listed: "+err.Error())
 		return
 	}
 	if info.Runtimes == nil {
@@ -133,11 +108,11 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	if s.drain.isDraining() {
 		w.Header().Set("Connection", "close")
-		writeError(w, http.StatusServiceUnavailable, CodeDraining, ErrDraining.Error(), 0)
+		writeError(w, http.StatusServiceUnavailable, execapi.CodeDraining, execapi.ErrDraining.Error())
 		return
 	}
 	if err := s.Ready(r.Context()); err != nil {
-		writeError(w, http.StatusServiceUnavailable, "not_ready", err.Error(), 0)
+		writeError(w, http.StatusServiceUnavailable, "not_ready", err.Error())
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
@@ -150,22 +125,13 @@ func isJSON(contentType string) bool {
 	return err == nil && mt == "application/json"
 }
 
-func methodNotAllowed(w http.ResponseWriter, allowed string) {
-	w.Header().Set("Allow", allowed)
-	writeError(w, http.StatusMethodNotAllowed, CodeMethodNotAllowed, "use "+allowed, 0)
-}
-
-// countingReader counts the bytes read through it.
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-// Read implements io.Reader.
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
+// methodNotAllowed answers a route's other methods with the API's error
+// document (the mux's own 405 is plain text).
+func methodNotAllowed(allowed string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Allow", allowed)
+		writeError(w, http.StatusMethodNotAllowed, CodeMethodNotAllowed, "use "+allowed)
+	})
 }
 
 func formatBytes(n int64) string {

@@ -19,7 +19,7 @@ import (
 // Draining: accepted runs finish with 200, new requests get 503 with the
 // error document, readiness fails, and then the listener closes.
 func TestDrainFinishesRunsAndRefusesNewOnes(t *testing.T) {
-	ts := startServer(t, serverOptions{capacity: 2})
+	ts := startServer(t, serverOptions{capacity: 2, fake: scripted()})
 	_, key := ts.key("alice", 100, 4)
 	long := make(chan answer, 1)
 	go func() { long <- ts.post(key, sleepBody("2")) }()
@@ -28,7 +28,7 @@ func TestDrainFinishesRunsAndRefusesNewOnes(t *testing.T) {
 	waitFor(t, "draining", func() bool { return ts.srv.drain.isDraining() })
 
 	a := ts.post(key, sleepBody("0"))
-	if a.status != http.StatusServiceUnavailable || a.errorBody(t).Code != CodeDraining {
+	if a.status != http.StatusServiceUnavailable || a.errorBody(t).Code != execapi.CodeDraining {
 		t.Errorf("request while draining: %d %s", a.status, a.body)
 	}
 	r, err := ts.do(context.Background(), http.MethodGet, "/readyz", "", nil, nil)
@@ -72,7 +72,7 @@ func TestAbortCancelsRuns(t *testing.T) {
 	if d := time.Since(start); d > 15*time.Second {
 		t.Errorf("abort took %s with a 20 s run in flight", d)
 	}
-	if a := <-aborted; a.status != http.StatusServiceUnavailable || a.errorBody(t).Code != CodeDraining {
+	if a := <-aborted; a.status != http.StatusServiceUnavailable || a.errorBody(t).Code != execapi.CodeDraining {
 		t.Errorf("the aborted run's answer: %d %s", a.status, a.body)
 	}
 }
@@ -119,7 +119,7 @@ func TestClientDisconnectKillsSandbox(t *testing.T) {
 // Revoking a key (from another handle on the database, as `scratchrun keys
 // revoke` does) refuses its very next request.
 func TestRevokeTakesEffectImmediately(t *testing.T) {
-	ts := startServer(t, serverOptions{})
+	ts := startServer(t, serverOptions{fake: scripted()})
 	k, key := ts.key("alice", 100, 4)
 	_, other := ts.key("bob", 100, 4)
 	quick := `{"runtime": "bash", "code": "true"}`
@@ -134,12 +134,12 @@ func TestRevokeTakesEffectImmediately(t *testing.T) {
 	if _, err := cli.Revoke(context.Background(), "alice"); err != nil {
 		t.Fatal(err)
 	}
-	created := backend.created.Load()
+	ran := len(ts.fake.Ran())
 	a := ts.post(key, quick)
 	if a.status != http.StatusUnauthorized || a.errorBody(t).Code != CodeUnauthorized {
 		t.Errorf("after revoke: %d %s", a.status, a.body)
 	}
-	if backend.created.Load() != created {
+	if len(ts.fake.Ran()) != ran {
 		t.Error("a revoked key's request reached the engine")
 	}
 	if a := ts.post(other, quick); a.status != http.StatusOK {
@@ -209,7 +209,7 @@ func TestUsageRowsMatchRuns(t *testing.T) {
 // With no key ever created the server is open (serve allows that only on
 // loopback); the first key closes it, and a revoked last key keeps it closed.
 func TestOpenUntilTheFirstKey(t *testing.T) {
-	ts := startServer(t, serverOptions{})
+	ts := startServer(t, serverOptions{fake: scripted()})
 	quick := `{"runtime": "bash", "code": "echo open"}`
 	if a := ts.post("", quick); a.status != http.StatusOK {
 		t.Fatalf("open server: %d %s", a.status, a.body)
@@ -296,7 +296,7 @@ func TestPoolSizeMetric(t *testing.T) {
 // Draining also waits for runs that no HTTP request is waiting on (an MCP
 // tool call can outlive its request): Serve returns only after they end.
 func TestDrainWaitsForRunsOutsideHTTP(t *testing.T) {
-	ts := startServer(t, serverOptions{})
+	ts := startServer(t, serverOptions{fake: scripted()})
 	type outcome struct {
 		res execapi.Result
 		err error
@@ -318,5 +318,46 @@ func TestDrainWaitsForRunsOutsideHTTP(t *testing.T) {
 	}
 	if o.at.After(stopped) {
 		t.Error("Serve returned before the run ended")
+	}
+}
+
+// A run's outcome in usage rows and metrics is the engine's, not a reading
+// of its note: a program that exits 124, or is killed by SIGKILL, by itself
+// is a nonzero exit even when its note happens to hold the words
+// "timeout" or "memory limit" (here, in the names of return files that do
+// not exist). Before, the gate searched the note for them and counted these
+// runs as timeouts and memory-limit kills.
+func TestOutcomeIsTheEnginesNotTheNotesWords(t *testing.T) {
+	ts := startServer(t, serverOptions{})
+	k, key := ts.key("alice", 100, 4)
+	for _, body := range []string{
+		`{"runtime": "bash", "code": "exit 124", "return_files": ["/tmp/timeout"]}`,
+		`{"runtime": "bash", "code": "kill -9 $$", "return_files": ["/tmp/memory limit"]}`,
+	} {
+		a := ts.post(key, body)
+		var res execapi.Result
+		if a.status != http.StatusOK || json.Unmarshal(a.body, &res) != nil {
+			t.Fatalf("%s: %d %s", body, a.status, a.body)
+		}
+		if res.ExitCode != 124 && res.ExitCode != 137 {
+			t.Fatalf("%s: exit %d, want the program's own 124 or 137", body, res.ExitCode)
+		}
+	}
+	rows, err := ts.keys.ListUsage(context.Background(), store.UsageFilter{KeyIDs: []string{k.ID}})
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("usage rows %+v (%v)", rows, err)
+	}
+	for _, u := range rows {
+		if u.Outcome != "nonzero_exit" {
+			t.Errorf("exit %d counted as %q, want nonzero_exit", u.ExitCode, u.Outcome)
+		}
+	}
+	for _, o := range []string{"timeout", "memory_limit"} {
+		if got := ts.metric(`scratchrun_runs_total{outcome="` + o + `",runtime="bash"}`); got != 0 {
+			t.Errorf("%v runs counted as %s", got, o)
+		}
+	}
+	if got := ts.metric(`scratchrun_runs_total{outcome="nonzero_exit",runtime="bash"}`); got != 2 {
+		t.Errorf("%v runs counted as nonzero_exit, want 2", got)
 	}
 }

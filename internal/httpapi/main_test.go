@@ -20,6 +20,7 @@ import (
 
 	"github.com/scratchrun/scratchrun/internal/engine"
 	"github.com/scratchrun/scratchrun/internal/execapi"
+	"github.com/scratchrun/scratchrun/internal/execapi/execapitest"
 	"github.com/scratchrun/scratchrun/internal/images"
 	"github.com/scratchrun/scratchrun/internal/leakcheck"
 	"github.com/scratchrun/scratchrun/internal/mcpserver"
@@ -28,9 +29,12 @@ import (
 	"github.com/scratchrun/scratchrun/internal/store"
 )
 
-// These tests run the real server on a 127.0.0.1 socket over the real engine,
-// real sandboxes on the real images (missing images fail them), and real
-// SQLite files. Each test checks that its server left no sandbox behind.
+// These tests run the real server on a 127.0.0.1 socket with real SQLite
+// files. Those about what runs run over the real engine, real sandboxes on
+// the real images (missing images fail them), and check that their server
+// left no sandbox behind; those about the front end alone (admission, keys,
+// refusals, routes, connections) run over a scripted service
+// (execapitest), in milliseconds, without root.
 
 var (
 	testStateDir     = fmt.Sprintf("/run/scratchrun-httpapi-%d", os.Getpid())
@@ -119,6 +123,9 @@ type serverOptions struct {
 	conns     ConnLimits
 	// mcp mounts the MCP tool at /mcp, as scratchrun serve does.
 	mcp bool
+	// fake, when set, is the service the server runs requests on instead
+	// of a real engine (see scripted).
+	fake *execapitest.Service
 }
 
 // testServer is a real server on 127.0.0.1 with its own key database.
@@ -126,6 +133,7 @@ type testServer struct {
 	t      *testing.T
 	URL    string
 	eng    *engine.Engine
+	fake   *execapitest.Service
 	srv    *Server
 	keys   *store.Store
 	dbPath string
@@ -147,13 +155,18 @@ func startServerWith(t *testing.T, o serverOptions, mutate func(*engine.Config))
 	if o.capacity == 0 {
 		o.capacity = 2
 	}
-	eng := newTestEngine(t, o.capacity, mutate)
+	var eng *engine.Engine
+	var svc execapi.CheckedExecutor = o.fake
+	if o.fake == nil {
+		eng = newTestEngine(t, o.capacity, mutate)
+		svc = eng
+	}
 	dbPath := filepath.Join(t.TempDir(), "keys.db")
 	keys, err := store.Open(context.Background(), dbPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Service: eng, Keys: keys, Capacity: o.capacity, QueueWait: o.queueWait, MaxQueue: o.maxQueue, MaxBodyBytes: o.maxBody, Conns: o.conns}
+	cfg := Config{Service: svc.(execapi.Service), Policy: svc.Policy(), Keys: keys, Capacity: o.capacity, QueueWait: o.queueWait, MaxQueue: o.maxQueue, MaxBodyBytes: o.maxBody, Conns: o.conns}
 	if o.mcp {
 		cfg.MCP = func(svc execapi.Service) http.Handler { return mcpserver.HTTPHandler(svc, mcpserver.Options{}) }
 	}
@@ -166,9 +179,12 @@ func startServerWith(t *testing.T, o serverOptions, mutate func(*engine.Config))
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := leakcheck.Take(leakOpts)
+	var before leakcheck.Snapshot
+	if eng != nil {
+		before = leakcheck.Take(leakOpts)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	ts := &testServer{t: t, URL: "http://" + ln.Addr().String(), eng: eng, srv: srv, keys: keys, dbPath: dbPath,
+	ts := &testServer{t: t, URL: "http://" + ln.Addr().String(), eng: eng, fake: o.fake, srv: srv, keys: keys, dbPath: dbPath,
 		metricsURL: metricsSrv.URL, cancel: cancel, served: make(chan error, 1)}
 	go func() { ts.served <- srv.Serve(ctx, ln) }()
 	var stopped bool
@@ -192,6 +208,9 @@ func startServerWith(t *testing.T, o serverOptions, mutate func(*engine.Config))
 		}
 		metricsSrv.Close()
 		keys.Close()
+		if eng == nil {
+			return
+		}
 		// The engine's warm sandboxes go with it (the shared backend stays).
 		if err := eng.Close(); err != nil {
 			t.Errorf("close engine: %v", err)
@@ -289,6 +308,34 @@ func (ts *testServer) metric(name string) float64 {
 		}
 	}
 	return 0
+}
+
+// scripted is a service for tests of the front end alone: it offers bash
+// and python3.13 and plays the little shell these tests send ("sleep 1.5;
+// echo done", "exit 3", "true") without a sandbox: sleeps take their time,
+// echo prints, exit ends with its status.
+func scripted() *execapitest.Service {
+	fake := execapitest.New("bash", "python3.13")
+	fake.Respond(func(_ context.Context, c execapitest.Call) execapitest.Response {
+		var resp execapitest.Response
+		var stdout strings.Builder
+		exit := 0
+		for _, cmd := range strings.Split(c.Checked.Code, ";") {
+			verb, arg, _ := strings.Cut(strings.TrimSpace(cmd), " ")
+			switch verb {
+			case "sleep":
+				secs, _ := strconv.ParseFloat(arg, 64)
+				resp.Delay += time.Duration(secs * float64(time.Second))
+			case "echo":
+				stdout.WriteString(arg + "\n")
+			case "exit":
+				exit, _ = strconv.Atoi(arg)
+			}
+		}
+		resp.Result = execapitest.Exit(exit, stdout.String(), execapi.Facts{})
+		return resp
+	})
+	return fake
 }
 
 // waitFor polls cond until it holds; the bound only catches hangs.

@@ -9,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/scratchrun/scratchrun/internal/execapi"
 )
 
 // metrics are the server's Prometheus series. Each server has its own
@@ -77,8 +79,11 @@ func newMetrics() *metrics {
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Every reason is exported from the start, so a dashboard sees zeros
 	// rather than missing series.
-	for _, r := range []string{reasonAtCapacity, reasonQueueFull, reasonKeyRate, reasonKeyConcurrency,
-		reasonDraining, reasonUnauthorized, reasonInvalidRequest, reasonBodyTooLarge, reasonForbidden, reasonMediaType} {
+	for _, r := range []execapi.RefusalReason{execapi.RefusedAtCapacity, execapi.RefusedQueueFull, execapi.RefusedKeyRate,
+		execapi.RefusedKeyConcurrency, execapi.RefusedDraining} {
+		m.rejections.WithLabelValues(string(r))
+	}
+	for _, r := range []string{reasonUnauthorized, reasonInvalidRequest, reasonBodyTooLarge, reasonForbidden, reasonMediaType} {
 		m.rejections.WithLabelValues(r)
 	}
 	return m

@@ -44,7 +44,7 @@ func guardOrigin(next http.Handler, bound net.Addr, listenAddr string, refused f
 		if msg := originProblem(r, loopback, listenHost); msg != "" {
 			refused()
 			w.Header().Set("Connection", "close")
-			writeError(w, http.StatusForbidden, CodeForbidden, msg, 0)
+			writeError(w, http.StatusForbidden, CodeForbidden, msg)
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -32,7 +32,7 @@ type readiness struct {
 // as every request.
 func (s *Server) Ready(ctx context.Context) error {
 	if s.drain.isDraining() {
-		return ErrDraining
+		return execapi.ErrDraining
 	}
 	info, err := s.gate.Describe(ctx)
 	if err != nil {
@@ -52,7 +52,7 @@ func (s *Server) Ready(ctx context.Context) error {
 	}
 	// The probe is work like any other: draining waits for it.
 	if !s.drain.enter() {
-		return ErrDraining
+		return execapi.ErrDraining
 	}
 	err = s.probe(ctx, info)
 	s.drain.leave()
@@ -76,9 +76,9 @@ func (s *Server) probe(ctx context.Context, info execapi.Info) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	t, rej, err := s.gate.adm.acquire(ctx, probeCaller, 0, 10*time.Second)
-	if rej != nil {
-		return fmt.Errorf("a sandbox could not be started to check the engine: %w", newRejected(*rej, 0))
+	t, refusal, err := s.gate.adm.acquire(ctx, probeCaller, 0, 10*time.Second)
+	if refusal != nil {
+		return fmt.Errorf("a sandbox could not be started to check the engine: %w", refusal)
 	}
 	if err != nil {
 		return fmt.Errorf("readiness probe: %w", err)

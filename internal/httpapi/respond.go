@@ -2,9 +2,11 @@ package httpapi
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
-	"time"
+
+	"github.com/scratchrun/scratchrun/internal/execapi"
 )
 
 // errorBody is the API's error document: {"error": {"code", "message"}}.
@@ -12,18 +14,61 @@ type errorBody struct {
 	Error errorDetail `json:"error"`
 }
 
+// errorDetail is the error itself. Code and Message are always there; a
+// refusal adds its reason (and the key's limit, when one was hit), and an
+// error about a request field names it, so that a client rebuilds the
+// *execapi.Refusal or *execapi.ValidationError without parsing the message.
 type errorDetail struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	Reason  string `json:"reason,omitempty"`
+	Field   string `json:"field,omitempty"`
+	Limit   int    `json:"limit,omitempty"`
 }
 
-// writeError answers with the API's error document; retryAfter > 0 adds a
-// Retry-After header in whole seconds.
-func writeError(w http.ResponseWriter, status int, code, message string, retryAfter time.Duration) {
-	if retryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(retryAfter)))
-	}
+// writeError answers with the API's error document.
+func writeError(w http.ResponseWriter, status int, code, message string) {
 	writeJSON(w, status, errorBody{Error: errorDetail{Code: code, Message: message}})
+}
+
+// writeInvalid answers 400 for a request that failed decoding or
+// validation: the message starts with the field, which the document names.
+func writeInvalid(w http.ResponseWriter, err error) {
+	d := errorDetail{Code: execapi.CodeInvalidRequest, Message: err.Error()}
+	var v *execapi.ValidationError
+	if errors.As(err, &v) {
+		d.Message, d.Field = v.Error(), v.Field
+	}
+	writeJSON(w, http.StatusBadRequest, errorBody{Error: d})
+}
+
+// writeRefusal renders a refusal: its status, its code and reason, its one
+// wording (Refusal.Error) and, when it has an estimate, Retry-After in
+// whole seconds. A server that drains closes the connection after it.
+func writeRefusal(w http.ResponseWriter, r *execapi.Refusal) {
+	if r.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(r.RetryAfterSeconds()))
+	}
+	if r.Reason == execapi.RefusedDraining {
+		w.Header().Set("Connection", "close")
+	}
+	writeJSON(w, refusalStatus(r), errorBody{Error: errorDetail{
+		Code: r.Code(), Message: r.Error(), Reason: string(r.Reason), Field: r.Field, Limit: r.Limit,
+	}})
+}
+
+// refusalStatus is the HTTP status of a refusal: 503 while draining (this
+// server takes nothing more; another may), 400 for one about a request
+// field (an unknown runtime), and otherwise 429 (retry later).
+func refusalStatus(r *execapi.Refusal) int {
+	switch {
+	case r.Reason == execapi.RefusedDraining:
+		return http.StatusServiceUnavailable
+	case r.Field != "":
+		return http.StatusBadRequest
+	default:
+		return http.StatusTooManyRequests
+	}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -26,10 +26,11 @@ const (
 type Config struct {
 	// Service runs the requests: the local engine. Required.
 	Service execapi.Service
-	// Policy is the engine's policy; requests are validated against it before
-	// they wait for a slot, so bad input never waits, counts or runs. When
-	// zero, it is execapi.DefaultPolicy with the limits and network settings
-	// the service's Describe reports.
+	// Policy is the engine's policy (engine.Config.Policy); requests are
+	// validated against it before they wait for a slot, so bad input never
+	// waits, counts or runs, and an engine that takes checked requests
+	// (execapi.CheckedExecutor) gets them without validating again.
+	// Required; it must be that engine's own.
 	Policy execapi.Policy
 	// Keys holds API keys and receives usage rows. Required.
 	Keys *store.Store
@@ -95,12 +96,18 @@ func New(cfg Config) (*Server, error) {
 	if cr, ok := cfg.Service.(capacityReporter); ok && cfg.Capacity > cr.Capacity() {
 		return nil, fmt.Errorf("httpapi: capacity %d is more than the engine's %d slots", cfg.Capacity, cr.Capacity())
 	}
+	if cfg.Policy.MaxTimeout <= 0 {
+		return nil, errors.New("httpapi: Config needs the engine's Policy")
+	}
+	checked, _ := cfg.Service.(execapi.CheckedExecutor)
+	if checked != nil && checked.Policy() != cfg.Policy {
+		// A checked request would reach the engine past a policy it does
+		// not hold.
+		return nil, errors.New("httpapi: Config.Policy is not the engine's own policy")
+	}
 	info, err := cfg.Service.Describe(context.Background())
 	if err != nil {
 		return nil, fmt.Errorf("httpapi: describe the service: %w", err)
-	}
-	if cfg.Policy.MaxTimeout <= 0 {
-		cfg.Policy = policyFromInfo(info)
 	}
 	if cfg.MaxQueue == 0 {
 		cfg.MaxQueue = DefaultQueuePerSlot * cfg.Capacity
@@ -131,7 +138,7 @@ func New(cfg Config) (*Server, error) {
 		s.log.Warn("an API key exists now: from here on every request needs one")
 	}
 	s.gate = &gate{
-		svc: cfg.Service, policy: cfg.Policy, keys: cfg.Keys, m: m, drain: s.drain, log: cfg.Logger, runs: s.runs,
+		svc: cfg.Service, checked: checked, policy: cfg.Policy, keys: cfg.Keys, m: m, drain: s.drain, log: cfg.Logger, runs: s.runs,
 		adm:  newAdmission(cfg.Capacity, cfg.MaxQueue, cfg.QueueWait, m.setDepth),
 		rate: newRateLimiter(),
 	}
@@ -142,35 +149,6 @@ func New(cfg Config) (*Server, error) {
 	m.registry.MustRegister(newPoolCollector(cfg.Service, runtimes, cfg.Policy.NetworkDefault))
 	s.handler = s.routes()
 	return s, nil
-}
-
-// policyFromInfo rebuilds the service's policy from what it describes: the
-// operator's knobs are all in Info, the rest are the contract's defaults.
-func policyFromInfo(info execapi.Info) execapi.Policy {
-	p := execapi.DefaultPolicy()
-	if info.MaxTimeoutMS > 0 {
-		p.MaxTimeout = time.Duration(info.MaxTimeoutMS) * time.Millisecond
-	}
-	if info.DefaultTimeoutMS > 0 {
-		p.DefaultTimeout = time.Duration(info.DefaultTimeoutMS) * time.Millisecond
-	}
-	if info.MinTimeoutMS > 0 {
-		p.MinTimeout = time.Duration(info.MinTimeoutMS) * time.Millisecond
-	}
-	if info.MaxMemoryMB > 0 {
-		p.MaxMemoryMB = info.MaxMemoryMB
-	}
-	if info.MinMemoryMB > 0 {
-		p.MinMemoryMB = info.MinMemoryMB
-	}
-	if info.DefaultMemoryMB > 0 {
-		p.DefaultMemoryMB = info.DefaultMemoryMB
-	}
-	if info.NetworkDefault != "" {
-		p.NetworkDefault = info.NetworkDefault
-	}
-	p.AllowEgress = info.EgressAllowed
-	return p
 }
 
 // MetricsHandler serves the Prometheus metrics without a key, for a
@@ -266,8 +244,15 @@ func (s *Server) Abort() {
 // process and its sandboxes work.
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/v1/exec", s.m.instrument("/v1/exec", s.tracked(s.requireKey(http.HandlerFunc(s.handleExec)))))
-	mux.Handle("/v1/runtimes", s.m.instrument("/v1/runtimes", s.tracked(s.requireKey(http.HandlerFunc(s.handleRuntimes)))))
+	// Each API route answers its own method; its other methods get a 405
+	// in the API's error document, behind the same key check (a request
+	// without a key learns nothing about the route).
+	api := func(route, method string, h http.Handler) {
+		mux.Handle(method+" "+route, s.m.instrument(route, s.tracked(s.requireKey(h))))
+		mux.Handle(route, s.m.instrument(route, s.tracked(s.requireKey(methodNotAllowed(method)))))
+	}
+	api("/v1/exec", http.MethodPost, http.HandlerFunc(s.handleExec))
+	api("/v1/runtimes", http.MethodGet, http.HandlerFunc(s.handleRuntimes)) // and HEAD, as GET patterns are
 	mux.Handle("/healthz", s.m.instrument("/healthz", http.HandlerFunc(s.handleHealth)))
 	mux.Handle("/readyz", s.m.instrument("/readyz", http.HandlerFunc(s.handleReady)))
 	mux.Handle("/metrics", s.m.instrument("/metrics", s.requireKey(s.m.handler())))
@@ -275,7 +260,7 @@ func (s *Server) routes() http.Handler {
 		mux.Handle("/mcp", s.m.instrument("/mcp", s.mcpRoute(s.cfg.MCP(s.gate))))
 	}
 	mux.Handle("/", s.m.instrument("other", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, CodeNotFound, fmt.Sprintf("no such endpoint %s; see POST /v1/exec and GET /v1/runtimes", r.URL.Path), 0)
+		writeError(w, http.StatusNotFound, CodeNotFound, fmt.Sprintf("no such endpoint %s; see POST /v1/exec and GET /v1/runtimes", r.URL.Path))
 	})))
 	return mux
 }
@@ -294,10 +279,7 @@ func (s *Server) tracked(next http.Handler) http.Handler {
 }
 
 func (s *Server) refuseDraining(w http.ResponseWriter) {
-	s.m.rejections.WithLabelValues(reasonDraining).Inc()
-	w.Header().Set("Connection", "close")
-	err := newRejected(rejection{reason: reasonDraining}, 0)
-	writeError(w, http.StatusServiceUnavailable, CodeDraining, err.Error(), 0)
+	writeRefusal(w, s.gate.refuse(&execapi.Refusal{Reason: execapi.RefusedDraining}))
 }
 
 // mcpRoute puts the MCP handler behind the same keys, body limit and drain as

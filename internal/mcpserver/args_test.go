@@ -13,7 +13,7 @@ import (
 // Bad arguments come back as tool errors (isError) that name the parameter,
 // so that a model can correct itself; none reaches a sandbox.
 func TestBadArgumentsAreToolErrorsNamingTheField(t *testing.T) {
-	rec := newRecording(testEngine(t))
+	rec := newRecording(fakeService())
 	cs := connect(t, rec, Options{}, nil)
 	cases := []struct {
 		args map[string]any
@@ -49,7 +49,7 @@ func TestBadArgumentsAreToolErrorsNamingTheField(t *testing.T) {
 			t.Errorf("%v: reached the Service = %v, want %v", c.args, reached, c.reaches)
 		}
 	}
-	// No sandbox ran for any of them: the engine validated before creating one.
+	// Nothing ran for any of them: the Service refused each before running.
 	for range rec.calls() {
 		if err := <-rec.returned; err == nil {
 			t.Errorf("a bad request ran")
@@ -62,7 +62,7 @@ func TestBadArgumentsAreToolErrorsNamingTheField(t *testing.T) {
 // errors naming the parameter, and nothing reaches the Service. Before, the
 // last duplicate won and 0 ran with the default.
 func TestArgumentsAreDecodedStrictly(t *testing.T) {
-	rec := newRecording(testEngine(t))
+	rec := newRecording(fakeService())
 	cs := connect(t, rec, Options{}, nil)
 	cases := []struct {
 		args string

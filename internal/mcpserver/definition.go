@@ -133,6 +133,9 @@ func inputSchema(info execapi.Info, described bool) map[string]any {
 	}
 }
 
+// outcomes are the values of structuredContent's outcome.
+var outcomes = []execapi.Outcome{execapi.OutcomeSuccess, execapi.OutcomeNonzeroExit, execapi.OutcomeTimeout, execapi.OutcomeMemoryLimit}
+
 // outputSchema describes structuredContent: the contract's Result, except
 // that files carry a description of what came back instead of base64 (the
 // content itself is in the result's content blocks, once).
@@ -146,6 +149,8 @@ func outputSchema() map[string]any {
 			"execution_ms": map[string]any{"type": "integer", "description": "Wall-clock time the program ran."},
 			"state_purged": map[string]any{"type": "boolean", "description": "True when the sandbox was verifiably destroyed."},
 			"note":         map[string]any{"type": "string", "description": "What the caller must know: limits hit, output cut, files missing, cut or scaled down."},
+			"outcome": map[string]any{"type": "string", "enum": outcomes,
+				"description": "How the run ended: success (exit 0), nonzero_exit, timeout (killed at timeout_ms) or memory_limit (killed at memory_mb)."},
 			"files": map[string]any{
 				"type":        "object",
 				"description": "Each returned sandbox path and how it came back.",
@@ -163,7 +168,7 @@ func outputSchema() map[string]any {
 				},
 			},
 		},
-		"required": []string{"exit_code", "stdout", "stderr", "execution_ms", "state_purged", "note", "files"},
+		"required": []string{"exit_code", "stdout", "stderr", "execution_ms", "state_purged", "note", "outcome", "files"},
 	}
 }
 

@@ -124,7 +124,7 @@ func TestToolsListDescribesWhatTheEngineOffers(t *testing.T) {
 // A Service that allows egress gets an open-world tool whose network enum
 // offers it; the description says so.
 func TestEgressMakesTheToolOpenWorld(t *testing.T) {
-	cs := connect(t, egressInfo{testEngine(t)}, Options{}, nil)
+	cs := connect(t, egressInfo{fakeService()}, Options{}, nil)
 	tool, raw := listTool(t, cs)
 	if a := tool.Annotations; a.OpenWorldHint == nil || !*a.OpenWorldHint {
 		t.Errorf("openWorldHint %v, want true with egress", a.OpenWorldHint)

@@ -13,7 +13,7 @@ import (
 	"github.com/scratchrun/scratchrun/internal/execapi"
 )
 
-// downThenUp is the real engine behind a switch: while down, it fails as an
+// downThenUp is a Service behind a switch: while down, it fails as an
 // unreachable remote server does.
 type downThenUp struct {
 	execapi.Service
@@ -41,7 +41,7 @@ func (d *downThenUp) Exec(ctx context.Context, req execapi.Request, ev execapi.E
 // runtime and says why; calls fail as tool errors naming the server; once
 // the Service answers, the tool is re-announced with the runtime enum.
 func TestServiceDownAtStartRecovers(t *testing.T) {
-	svc := &downThenUp{Service: testEngine(t)}
+	svc := &downThenUp{Service: fakeService()}
 	svc.down.Store(true)
 	changed := make(chan struct{}, 10)
 	cs := connect(t, svc, Options{}, &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {

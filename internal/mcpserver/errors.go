@@ -12,9 +12,11 @@ import (
 )
 
 // ToolError is an error whose Message is shown to the model as it is. An
-// adapter that knows better words than the error chain (a remote server's
-// "invalid API key" or "retry after 7 seconds") returns one from its
-// Service; Err keeps the cause for errors.Is and errors.As.
+// adapter whose transport failed in ways of its own (a remote server that
+// cannot be reached, or that refused its API key) returns one from its
+// Service; Err keeps the cause for errors.Is and errors.As. Refusals are no
+// ToolError: they come as the contract's *execapi.Refusal, which this
+// package words itself.
 type ToolError struct {
 	Message string
 	Err     error
@@ -32,10 +34,12 @@ func toolError(msg string) *mcp.CallToolResult {
 }
 
 // execErrorMessage says, in words a model can act on, why a call produced
-// no result. Secrets in Options.Redact never reach it.
+// no result. A refusal is in its own words (execapi.Refusal.Error, as the
+// HTTP API answers it). Secrets in Options.Redact never reach it.
 func (t *tool) execErrorMessage(err error) string {
 	var v *execapi.ValidationError
 	var te *ToolError
+	var refusal *execapi.Refusal
 	switch {
 	case errors.As(err, &te):
 		return t.opts.redact(te.Message)
@@ -46,8 +50,8 @@ func (t *tool) execErrorMessage(err error) string {
 			msg += t.runtimeHint()
 		}
 		return t.opts.redact(msg)
-	case errors.Is(err, execapi.ErrAtCapacity):
-		return "ScratchRun is at capacity: every sandbox is busy. Retry in a few seconds."
+	case errors.As(err, &refusal):
+		return refusalMessage(refusal)
 	case errors.Is(err, context.Canceled):
 		return "The call was cancelled; its sandbox was killed."
 	case errors.Is(err, context.DeadlineExceeded):
@@ -65,4 +69,10 @@ func (t *tool) runtimeHint() string {
 		return ""
 	}
 	return fmt.Sprintf(" (installed runtimes: %s)", strings.Join(runtimeNames(info), ", "))
+}
+
+// refusalMessage is how the tool shows a refusal: its one wording, framed
+// as what happened to the call.
+func refusalMessage(r *execapi.Refusal) string {
+	return "ScratchRun refused the call: " + r.Error() + "."
 }

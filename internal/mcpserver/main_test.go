@@ -14,6 +14,7 @@ import (
 
 	"github.com/scratchrun/scratchrun/internal/engine"
 	"github.com/scratchrun/scratchrun/internal/execapi"
+	"github.com/scratchrun/scratchrun/internal/execapi/execapitest"
 	"github.com/scratchrun/scratchrun/internal/images"
 	"github.com/scratchrun/scratchrun/internal/leakcheck"
 	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces"
@@ -21,8 +22,10 @@ import (
 
 // These tests speak MCP through the SDK's own client, over its in-memory
 // transport (and Streamable HTTP on loopback), to a server whose Service is
-// the real engine running real sandboxes on the installed images. Missing
-// images fail the tests.
+// the real engine running real sandboxes on the installed images (missing
+// images fail the tests), or, for what the adapter alone decides (argument
+// decoding, the tool's definition, a Service that comes and goes), a
+// scripted one (fakeService) that needs neither root nor images.
 
 var (
 	testStateDir     = fmt.Sprintf("/run/scratchrun-mcpserver-%d", os.Getpid())
@@ -87,6 +90,22 @@ func testEngine(t testing.TB) *engine.Engine {
 		t.Fatal(engineErr)
 	}
 	return testEng
+}
+
+// fakeService is a scripted Service offering the runtimes the real engine
+// is tested with; "echo WORDS" prints WORDS, anything else succeeds.
+func fakeService() *execapitest.Service {
+	fake := execapitest.New("python3.13", "python3.11", "node20", "bash")
+	fake.Respond(func(_ context.Context, c execapitest.Call) execapitest.Response {
+		out, _ := strings.CutPrefix(c.Checked.Code, "echo ")
+		if out != c.Checked.Code {
+			out += "\n"
+		} else {
+			out = ""
+		}
+		return execapitest.Response{Result: execapitest.Success(out)}
+	})
+	return fake
 }
 
 // connect starts a server over svc and returns a client session to it over

@@ -23,6 +23,7 @@ type structuredResult struct {
 	ExecutionMS int64                 `json:"execution_ms"`
 	StatePurged bool                  `json:"state_purged"`
 	Note        string                `json:"note"`
+	Outcome     execapi.Outcome       `json:"outcome"`
 	Files       map[string]fileReport `json:"files"`
 }
 
@@ -108,7 +109,7 @@ func (t *tool) assemble(res execapi.Result, files []returnedFile, outputLimit in
 		notes = append(notes, fmt.Sprintf("stderr (%d bytes) was cut in the middle to %d bytes to keep the result small", len(res.Stderr), len(stderr)))
 	}
 	sr := structuredResult{ExitCode: res.ExitCode, Stdout: stdout, Stderr: stderr, ExecutionMS: res.ExecutionMS,
-		StatePurged: res.StatePurged, Files: map[string]fileReport{}}
+		StatePurged: res.StatePurged, Outcome: res.Outcome, Files: map[string]fileReport{}}
 
 	// What everything but the files' content costs: the outputs twice (text
 	// block and structuredContent), the note, and a line per file.
@@ -164,7 +165,7 @@ func (t *tool) assemble(res execapi.Result, files []returnedFile, outputLimit in
 // summaryText is the result as a model reads it.
 func summaryText(sr structuredResult, files []returnedFile) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "exit_code: %d\nexecution_ms: %d\nstate_purged: %t\n", sr.ExitCode, sr.ExecutionMS, sr.StatePurged)
+	fmt.Fprintf(&b, "exit_code: %d\noutcome: %s\nexecution_ms: %d\nstate_purged: %t\n", sr.ExitCode, sr.Outcome, sr.ExecutionMS, sr.StatePurged)
 	if sr.Note != "" {
 		fmt.Fprintf(&b, "note: %s\n", sr.Note)
 	}

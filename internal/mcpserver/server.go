@@ -214,6 +214,18 @@ func (t *tool) refresh(ctx context.Context, force bool) {
 
 // install (re)registers the tool from the current info; replacing a tool
 // makes the SDK notify sessions with tools/list_changed.
+//
+// The tool is added with the untyped Server.AddTool and decodes its own
+// arguments (argsToRequest), not with the typed mcp.AddTool and an argument
+// struct: in go-sdk v1.8.0 the typed form validates the arguments against
+// the input schema before the handler runs, in the schema validator's words
+// ("validating \"arguments\": validating root: validating
+// /properties/timeout_ms: minimum: 0/1 is less than 1000.000000" where the
+// tool says "Invalid argument timeout_ms: is 0, which is below the minimum;
+// omit the field to get the default"), after decoding into a map (a key
+// given twice silently keeps its last value), and fills in the schema's
+// defaults (so an omitted limit and an explicit one are no longer told
+// apart). Checked when this was written, by adding the tool both ways.
 func (t *tool) install() {
 	t.mu.Lock()
 	info, described, why := t.info, t.described, t.describeErr

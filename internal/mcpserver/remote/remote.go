@@ -1,8 +1,10 @@
 // Package remote is the Service `scratchrun mcp` holds when SCRATCHRUN_API_KEY
-// is set: the HTTP client of a ScratchRun server (package httpapi), with the
-// server's refusals worded as tool errors a model and its user can act on —
-// an invalid key, a rate limit with its Retry-After, a server that cannot be
-// reached (named by its URL).
+// is set: the HTTP client of a ScratchRun server (package httpapi), with what
+// can go wrong on the way worded as tool errors a model and its user can act
+// on — an invalid key, a server that cannot be reached (named by its URL).
+// The server's own refusals (a rate limit, say) are the contract's
+// *execapi.Refusal and pass through unchanged, as the tool words them for
+// the local engine too.
 //
 // It lives apart from package mcpserver because the HTTP server mounts
 // mcpserver; it must never put the API key into an error.
@@ -57,10 +59,12 @@ func (s *Service) Describe(ctx context.Context) (execapi.Info, error) {
 	return info, s.explain(ctx, err)
 }
 
-// explain words err for the model. Validation errors pass through (they name
-// the field already); cancellation passes through.
+// explain words what went wrong on the way to the server for the model. The
+// contract's errors (a *execapi.Refusal, a *execapi.ValidationError) pass
+// through unchanged, as does cancellation.
 func (s *Service) explain(ctx context.Context, err error) error {
-	if err == nil || execapi.IsValidation(err) || ctx.Err() != nil {
+	var refusal *execapi.Refusal
+	if err == nil || execapi.IsValidation(err) || errors.As(err, &refusal) || ctx.Err() != nil {
 		return err
 	}
 	var ae *httpapi.APIError
@@ -75,21 +79,11 @@ func (s *Service) explain(ctx context.Context, err error) error {
 			"Check the key (the server's operator can list keys with `scratchrun keys list`).", s.shown)
 	case http.StatusForbidden:
 		msg = fmt.Sprintf("The ScratchRun server at %s does not allow this API key to run code: %s", s.shown, ae.Message)
-	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
-		msg = fmt.Sprintf("The ScratchRun server at %s cannot take this call now (%s: %s). %s", s.shown, ae.Code, ae.Message, retryAdvice(ae))
 	default:
 		msg = fmt.Sprintf("The ScratchRun server at %s answered %d %s: %s", s.shown, ae.Status, ae.Code, ae.Message)
+		if ae.RetryAfter > 0 {
+			msg += fmt.Sprintf(" (Retry-After: %d s)", int(math.Ceil(ae.RetryAfter.Seconds())))
+		}
 	}
 	return &mcpserver.ToolError{Err: err, Message: msg}
-}
-
-func retryAdvice(ae *httpapi.APIError) string {
-	if ae.RetryAfter <= 0 {
-		return "Retry in a few seconds."
-	}
-	secs := int(math.Ceil(ae.RetryAfter.Seconds()))
-	if secs == 1 {
-		return "Retry after 1 second."
-	}
-	return fmt.Sprintf("Retry after %d seconds.", secs)
 }

@@ -98,7 +98,7 @@ func startServer(t *testing.T) (string, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := httpapi.New(httpapi.Config{Service: eng, Keys: keys, Capacity: eng.Capacity()})
+	srv, err := httpapi.New(httpapi.Config{Service: eng, Policy: eng.Policy(), Keys: keys, Capacity: eng.Capacity()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,12 +286,17 @@ func TestRemoteServerDown(t *testing.T) {
 	}
 }
 
-// Under the worded message the cause stays visible to errors.Is/As.
+// Under the worded message the cause stays visible to errors.Is/As, and
+// the server's refusals pass through unchanged (the tool words them, as it
+// does the local engine's: "Retry after 2 seconds").
 func TestExplainKeepsTheCause(t *testing.T) {
 	s := New("http://127.0.0.1:1", "k", nil)
-	err := s.explain(context.Background(), &httpapi.APIError{Status: 429, Code: "rate_limited", Message: "slow down", RetryAfter: 1500 * time.Millisecond})
+	refusal := &execapi.Refusal{Reason: execapi.RefusedKeyRate, RetryAfter: 1500 * time.Millisecond, Limit: 1}
+	err := s.explain(context.Background(), refusal)
+	var got *execapi.Refusal
 	var te *mcpserver.ToolError
-	if !errors.As(err, &te) || !strings.Contains(te.Message, "Retry after 2 seconds") || !errors.Is(err, execapi.ErrAtCapacity) {
+	if !errors.As(err, &got) || got != refusal || !strings.Contains(err.Error(), "Retry after 2 seconds") ||
+		!errors.Is(err, execapi.ErrAtCapacity) || errors.As(err, &te) {
 		t.Errorf("429: %v", err)
 	}
 	err = s.explain(context.Background(), &httpapi.APIError{Status: 400, Code: "invalid_request", Message: "limits.memory_mb: is 1"})

@@ -1,4 +1,4 @@
-package engine
+package execapi
 
 import (
 	"fmt"
@@ -7,15 +7,15 @@ import (
 	"unicode/utf8"
 )
 
-// escapeNote makes a note safe to show: control characters (a terminal's
+// EscapeNote makes a note safe to show: control characters (a terminal's
 // escape sequences, line breaks), Unicode format characters (U+202E turns
 // the rest of a line around; zero-width ones hide text) and the line and
 // paragraph separators are written as Go-style escapes, as is a byte that
 // is not UTF-8, and a backslash is doubled so an escape cannot be faked.
 // Notes name paths the caller chose and user code left behind; the inits
-// that compose them are not trusted, so every note is escaped here, once,
-// on its way out of the engine.
-func escapeNote(s string) string {
+// that compose them are not trusted, so an Executor escapes what a sandbox
+// says (Facts.SandboxNotes) once, on its way out.
+func EscapeNote(s string) string {
 	clean := true
 	for _, r := range s {
 		if needsEscape(r) {
