@@ -36,7 +36,7 @@ func TestSweepRemovesDeadEnginesLeftovers(t *testing.T) {
 	// with it (parent-death signal); nothing cleans up.
 	orphan.cmd.Process.Signal(syscall.SIGKILL)
 	<-orphan.waitDone
-	if !dead.hasState(orphan.id) || len(groupDirs(testCgroupParent, orphan.id)) == 0 {
+	if len(dead.stateFiles(orphan.id)) == 0 || len(groupDirs(testCgroupParent, orphan.id)) == 0 {
 		t.Fatalf("the simulated crash left nothing to sweep (state %v, cgroups %v)", dead.stateFiles(orphan.id), groupDirs(testCgroupParent, orphan.id))
 	}
 	if _, err := os.Stat(orphan.bundle); err != nil {
