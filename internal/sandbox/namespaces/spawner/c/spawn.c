@@ -200,8 +200,8 @@ static void child(int sync_r, int err_w, int fds[CHILD_FDS], const struct reques
 		_exit(127);
 	close(sync_r);
 	// Move the received descriptors clear of 0-4 first, then into place
-	// (dup2 clears close-on-exec on the copies, which init's children must
-	// not inherit: init marks its own).
+	// (dup2 clears close-on-exec on the copies; init marks its control and
+	// status descriptors itself, so that only 0-2 reach user code).
 	int high[CHILD_FDS];
 	for (int i = 0; i < CHILD_FDS; i++) {
 		high[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 16);
