@@ -40,7 +40,8 @@ fi
 
 step "building scratchrun, scratchrun-init and scratchrun-spawn into /usr/local/bin"
 (cd "$repo" && go build -trimpath -o /usr/local/bin/ ./cmd/scratchrun ./cmd/scratchrun-init)
-cc -O2 -o /usr/local/bin/scratchrun-spawn "$repo"/internal/sandbox/namespaces/spawner/c/{spawn,init}.c
+# The engine's fallback build (spawner.Build) uses the same recipe.
+"$repo"/internal/sandbox/namespaces/spawner/c/build.sh /usr/local/bin/scratchrun-spawn
 scratchrun version
 
 step "building runtime images (cached by recipe hash; the first build takes a few minutes)"

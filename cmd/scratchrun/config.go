@@ -147,16 +147,10 @@ func isolationSetting() (string, error) {
 	return "", fmt.Errorf("--isolation / SCRATCHRUN_ISOLATION %q: want namespaces or gvisor", v)
 }
 
-// closableBackend is a backend the engine closes when it stops.
-type closableBackend interface {
-	sandbox.Backend
-	Close() error
-}
-
 // newBackend opens the chosen isolation level's backend. The gVisor backend
 // keeps its files and cgroups apart from the namespaces backend's (its own
 // state subdirectory and cgroup parent), so neither sweeps the other's.
-func newBackend(log *slog.Logger) (closableBackend, error) {
+func newBackend(log *slog.Logger) (sandbox.Backend, error) {
 	isolation, err := isolationSetting()
 	if err != nil {
 		return nil, err

@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/scratchrun/scratchrun/internal/sandbox/gvisor"
+	"github.com/scratchrun/scratchrun/internal/sandbox/goinit"
 )
 
 // Exit statuses of the CLI itself (the exec subcommand otherwise exits with
@@ -20,9 +20,9 @@ const (
 )
 
 func main() {
-	// A re-executed copy of this binary may be a gVisor sandbox's init (when
+	// A re-executed copy of this binary may be a sandbox's Go init (when
 	// scratchrun-init is not installed next to it).
-	gvisor.RunInitIfRequested()
+	goinit.RunIfRequested()
 	// Descriptors our parent left open (a shell's, a client's) must never
 	// reach a child of ours, least of all a sandbox.
 	_ = unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)

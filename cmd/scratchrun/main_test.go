@@ -3,16 +3,14 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/scratchrun/scratchrun/internal/leakcheck"
+	"github.com/scratchrun/scratchrun/internal/testenv"
 )
 
 // These tests build the real binary and drive it as a user would, on the real
@@ -21,10 +19,13 @@ import (
 var (
 	binary string
 	// The binaries these tests start use a state directory and cgroup parent
-	// of this test run's own, so that leak checks see only their sandboxes.
-	stateDir     = fmt.Sprintf("/run/scratchrun-clitest-%d", os.Getpid())
-	cgroupParent = fmt.Sprintf("scratchrun-clitest-%d", os.Getpid())
-	leakOpts     = leakcheck.Options{CgroupParent: cgroupParent, MountMarkers: []string{stateDir, "/var/lib/scratchrun"}}
+	// of this test run's own, so that leak checks see only their sandboxes
+	// (package testenv's environment, with no backend in this process).
+	env          = testenv.New("clitest")
+	cli          = env.Level("namespaces", nil)
+	stateDir     = cli.StateDir
+	cgroupParent = cli.CgroupParent
+	leakOpts     = cli.Leak
 )
 
 func TestMain(m *testing.M) {
@@ -46,23 +47,7 @@ func TestMain(m *testing.M) {
 	}
 	os.Setenv("SCRATCHRUN_STATE_DIR", stateDir)
 	os.Setenv("SCRATCHRUN_CGROUP_PARENT", cgroupParent)
-	before := leakcheck.Take(leakOpts)
-	code := m.Run()
-	os.RemoveAll(stateDir)
-	if parents, _ := filepath.Glob("/sys/fs/cgroup/*/" + cgroupParent); len(parents) > 0 {
-		for _, p := range parents {
-			if err := os.Remove(p); err != nil {
-				os.Stderr.WriteString("remove cgroup parent: " + err.Error() + "\n")
-				code = 1
-			}
-		}
-	}
-	if code == 0 {
-		if left := leakcheck.WaitClean(before, leakOpts, 5*time.Second); len(left) > 0 {
-			os.Stderr.WriteString("CLI suite left behind:\n  " + strings.Join(left, "\n  ") + "\n")
-			code = 1
-		}
-	}
+	code := env.Run(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -90,9 +90,7 @@ func (e *Engine) Close() error {
 	if e.cfg.Network != nil {
 		errs = append(errs, e.cfg.Network.Close())
 	}
-	if c, ok := e.backend.(interface{ Close() error }); ok {
-		errs = append(errs, c.Close())
-	}
+	errs = append(errs, e.backend.Close())
 	return errors.Join(errs...)
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/scratchrun/scratchrun/internal/execapi"
+	"github.com/scratchrun/scratchrun/internal/testenv"
 )
 
 // No route reads a host file: direct paths, /proc of pid 1, /proc/self/root.
@@ -135,7 +136,7 @@ func TestMountTableShowsNoHostPath(t *testing.T) {
 		if res.ExitCode != 0 || !strings.Contains(res.Stdout, " / ") || !strings.Contains(res.Stdout, "/tmp") {
 			t.Fatalf("exit %d stdout %q stderr %q", res.ExitCode, res.Stdout, res.Stderr)
 		}
-		for _, host := range []string{dataDir(), "/var/lib/scratchrun", testStateDir, gvisorStateDir, "/run/scratchrun"} {
+		for _, host := range []string{testenv.DataDir(), "/var/lib/scratchrun", testStateDir, gvisorStateDir, "/run/scratchrun"} {
 			if strings.Contains(res.Stdout, host) {
 				t.Errorf("the mount table shows the host path %s:\n%s", host, res.Stdout)
 			}

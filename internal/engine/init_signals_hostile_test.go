@@ -35,7 +35,7 @@ const keptB64 = "a2VwdAo="
 // init: the program ends as it would have, with its exit status and return
 // files. On Linux the kernel ignores, for a pid namespace's init, every
 // signal it has no handler for; gVisor's Sentry does not, and its init is
-// a Go program (see nsinit's reaper.go for how it survives there).
+// a Go program (see goinit's reaper.go for how it survives there).
 func TestHostileSignalsToInit(t *testing.T) {
 	forEachBackend(t, nil, func(t *testing.T, e *Engine) {
 		cases := []struct {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/scratchrun/scratchrun/internal/execapi"
 	"github.com/scratchrun/scratchrun/internal/sandbox"
+	"github.com/scratchrun/scratchrun/internal/sandbox/sandboxtest"
 )
 
 // Notes an init composed (a return file's path is the caller's text, and
@@ -26,7 +27,7 @@ func TestNotesEscapeControlAndFormatCharacters(t *testing.T) {
 	}
 	c := execapi.Checked{Timeout: time.Second, MemoryMB: 64}
 	out := sandbox.Outcome{Notes: hostile, Files: map[string][]byte{}}
-	e := &Engine{backend: enforcingBackend{}}
+	e := &Engine{backend: &sandboxtest.Backend{}} // enforces every limit
 	res := e.result(c, out, sandbox.Teardown{Purged: true}, &cappedOutput{}, &cappedOutput{})
 	for _, r := range res.Note {
 		if r == unicode.ReplacementChar || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029' {
@@ -48,10 +49,3 @@ func TestNotesEscapeControlAndFormatCharacters(t *testing.T) {
 		t.Errorf("note %q, want %q unchanged", res.Note, plain)
 	}
 }
-
-// enforcingBackend is a backend that enforces every limit, for tests of
-// result building alone (nothing else of it is called).
-type enforcingBackend struct{ sandbox.Backend }
-
-// UnenforcedLimits implements sandbox.Backend.
-func (enforcingBackend) UnenforcedLimits() []sandbox.Limit { return nil }

@@ -360,12 +360,9 @@ func (p *pool) trim() {
 	}
 }
 
-// measure records the sandbox's current memory use, when the backend tells.
-func (l *leased) measure() {
-	if m, ok := l.sb.(interface{ MemoryUsage() int64 }); ok {
-		l.usage = m.MemoryUsage()
-	}
-}
+// measure records the sandbox's current memory use (0 when the backend
+// cannot tell).
+func (l *leased) measure() { l.usage = l.sb.MemoryUsage() }
 
 // waitWarm blocks until every key has its floor ready, or timeout/ctx.
 func (p *pool) waitWarm(ctx context.Context, timeout time.Duration) bool {

@@ -153,7 +153,7 @@ func TestHostileKernelQuotasStayPerSandbox(t *testing.T) {
 			t.Errorf("a second sandbox's io_setup: %q, want ENOSYS", got["io_setup"])
 		}
 		if !isGVisor(e) {
-			// Its own limits stopped it (nsinit.UserNamespaceLimits and
+			// Its own limits stopped it (initproto.UserNamespaceLimits and
 			// KernelRlimits; three default queues fit in 256 KiB).
 			mu.Lock()
 			took := hogOut.String()

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -25,8 +24,9 @@ import (
 	"github.com/scratchrun/scratchrun/internal/leakcheck"
 	"github.com/scratchrun/scratchrun/internal/mcpserver"
 	"github.com/scratchrun/scratchrun/internal/sandbox"
-	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces"
 	"github.com/scratchrun/scratchrun/internal/store"
+	"github.com/scratchrun/scratchrun/internal/testenv"
+	"github.com/scratchrun/scratchrun/internal/testenv/levels"
 )
 
 // These tests run the real server on a 127.0.0.1 socket with real SQLite
@@ -37,33 +37,17 @@ import (
 // (execapitest), in milliseconds, without root.
 
 var (
-	testStateDir     = fmt.Sprintf("/run/scratchrun-httpapi-%d", os.Getpid())
-	testCgroupParent = fmt.Sprintf("scratchrun-httpapi-%d", os.Getpid())
-	leakOpts         = leakcheck.Options{CgroupParent: testCgroupParent, MountMarkers: []string{testStateDir, "/var/lib/scratchrun"}}
+	// The environment (directories of the binary's own, the image store,
+	// the shared backend, the final leak check) is package testenv's.
+	env      = testenv.New("httpapi")
+	nsLevel  = env.Level("namespaces", levels.Namespaces)
+	leakOpts = nsLevel.Leak
 
 	imageStore *images.Store
-	nsBackend  *namespaces.Backend
 	backend    *countingBackend
 )
 
-func TestMain(m *testing.M) {
-	before := leakcheck.Take(leakOpts)
-	code := m.Run()
-	if nsBackend != nil {
-		if err := nsBackend.Close(); err != nil {
-			os.Stderr.WriteString("close backend: " + err.Error() + "\n")
-			code = 1
-		}
-	}
-	os.RemoveAll(testStateDir)
-	if code == 0 {
-		if left := leakcheck.WaitClean(before, leakOpts, 5*time.Second); len(left) > 0 {
-			os.Stderr.WriteString("httpapi suite left behind:\n  " + strings.Join(left, "\n  ") + "\n")
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { env.Main(m) }
 
 // countingBackend counts sandboxes created, so tests can prove that refused
 // requests never reach one.
@@ -77,31 +61,13 @@ func (c *countingBackend) Create(ctx context.Context, cfg sandbox.Config) (sandb
 	return c.Backend.Create(ctx, cfg)
 }
 
-func dataDir() string {
-	if d := os.Getenv("SCRATCHRUN_DATA_DIR"); d != "" {
-		return d
-	}
-	return "/var/lib/scratchrun"
-}
-
 // newTestEngine builds an engine with capacity slots over the shared backend.
 func newTestEngine(t *testing.T, capacity int, mutate func(*engine.Config)) *engine.Engine {
 	t.Helper()
 	if imageStore == nil {
-		st, err := images.OpenStore(images.Options{Root: dataDir(), UIDBase: 1_000_000_000})
-		if err != nil {
-			t.Fatalf("open image store: %v", err)
-		}
-		for _, rt := range []string{"bash", "python3.13"} {
-			if _, err := st.Resolve(rt); err != nil {
-				t.Fatalf("runtime %s: %v (run `scratchrun images build`)", rt, err)
-			}
-		}
-		b, err := namespaces.New(namespaces.Options{StateDir: testStateDir, CgroupParent: testCgroupParent})
-		if err != nil {
-			t.Fatalf("namespaces backend: %v", err)
-		}
-		imageStore, nsBackend, backend = st, b, &countingBackend{Backend: b}
+		imageStore = env.Store(t, "bash", "python3.13")
+		// The level's shared backend: engines close it without closing it.
+		backend = &countingBackend{Backend: nsLevel.Backend(t)}
 	}
 	cfg := engine.DefaultConfig()
 	cfg.MaxConcurrent = capacity

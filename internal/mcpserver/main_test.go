@@ -3,8 +3,6 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -15,9 +13,8 @@ import (
 	"github.com/scratchrun/scratchrun/internal/engine"
 	"github.com/scratchrun/scratchrun/internal/execapi"
 	"github.com/scratchrun/scratchrun/internal/execapi/execapitest"
-	"github.com/scratchrun/scratchrun/internal/images"
-	"github.com/scratchrun/scratchrun/internal/leakcheck"
-	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces"
+	"github.com/scratchrun/scratchrun/internal/testenv"
+	"github.com/scratchrun/scratchrun/internal/testenv/levels"
 )
 
 // These tests speak MCP through the SDK's own client, over its in-memory
@@ -28,66 +25,30 @@ import (
 // scripted one (fakeService) that needs neither root nor images.
 
 var (
-	testStateDir     = fmt.Sprintf("/run/scratchrun-mcpserver-%d", os.Getpid())
-	testCgroupParent = fmt.Sprintf("scratchrun-mcpserver-%d", os.Getpid())
-	leakOpts         = leakcheck.Options{CgroupParent: testCgroupParent, MountMarkers: []string{testStateDir, "/var/lib/scratchrun"}}
+	// The environment (directories of the binary's own, the image store,
+	// the backend, the final leak check) is package testenv's.
+	env      = testenv.New("mcpserver")
+	nsLevel  = env.Level("namespaces", levels.Namespaces)
+	leakOpts = nsLevel.Leak
 
 	engineOnce sync.Once
 	testEng    *engine.Engine
-	engineErr  error
 )
 
-func TestMain(m *testing.M) {
-	before := leakcheck.Take(leakOpts)
-	code := m.Run()
-	if testEng != nil {
-		// Closes the backend too (its cgroup parent).
-		if err := testEng.Close(); err != nil {
-			os.Stderr.WriteString("close engine: " + err.Error() + "\n")
-			code = 1
-		}
-	}
-	os.RemoveAll(testStateDir)
-	if code == 0 {
-		if left := leakcheck.WaitClean(before, leakOpts, 5*time.Second); len(left) > 0 {
-			os.Stderr.WriteString("the mcpserver suite left behind:\n  " + strings.Join(left, "\n  ") + "\n")
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-func dataDir() string {
-	if d := os.Getenv("SCRATCHRUN_DATA_DIR"); d != "" {
-		return d
-	}
-	return "/var/lib/scratchrun"
-}
+func TestMain(m *testing.M) { env.Main(m) }
 
 // testEngine is the real local engine, shared by the package's tests.
 func testEngine(t testing.TB) *engine.Engine {
 	t.Helper()
 	engineOnce.Do(func() {
-		store, err := images.OpenStore(images.Options{Root: dataDir(), UIDBase: 1_000_000_000})
-		if err != nil {
-			engineErr = fmt.Errorf("open image store: %w", err)
-			return
+		store := env.Store(t, "python3.13", "python3.11", "node20", "bash")
+		var err error
+		if testEng, err = engine.New(engine.DefaultConfig(), store, nsLevel.Backend(t)); err != nil {
+			t.Fatal(err)
 		}
-		for _, want := range []string{"python3.13", "python3.11", "node20", "bash"} {
-			if _, err := store.Resolve(want); err != nil {
-				engineErr = fmt.Errorf("%v (run `scratchrun images build`)", err)
-				return
-			}
-		}
-		b, err := namespaces.New(namespaces.Options{StateDir: testStateDir, CgroupParent: testCgroupParent})
-		if err != nil {
-			engineErr = fmt.Errorf("namespaces backend: %w", err)
-			return
-		}
-		testEng, engineErr = engine.New(engine.DefaultConfig(), store, b)
 	})
-	if engineErr != nil {
-		t.Fatal(engineErr)
+	if testEng == nil {
+		t.Fatal("the shared engine could not be made (see the first test that failed)")
 	}
 	return testEng
 }

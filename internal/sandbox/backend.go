@@ -22,6 +22,10 @@ type Backend interface {
 	// host (empty when it enforces them all): the engine notes them on every
 	// result and front ends in their descriptions.
 	UnenforcedLimits() []Limit
+	// Close releases what the backend holds for its lifetime (its helper
+	// processes, its cgroup parent, host mounts it pinned). Every sandbox
+	// must have been destroyed first; no Create may follow.
+	Close() error
 }
 
 // Sandbox is one created sandbox. Run may be called at most once.
@@ -34,6 +38,11 @@ type Sandbox interface {
 	// Destroy kills whatever is left and releases every resource. It reports
 	// whether teardown verifiably finished.
 	Destroy() Teardown
+	// MemoryUsage is the memory the sandbox uses now, in bytes, everything
+	// it holds counted (its processes, file systems, and for gVisor the
+	// Sentry and gofer); 0 when the backend cannot tell. The warm pool keeps
+	// its ready sandboxes within a budget with it.
+	MemoryUsage() int64
 }
 
 // Image is the read-only root file system a sandbox runs on.
@@ -78,8 +87,8 @@ type Config struct {
 }
 
 // Prestart describes an interpreter a warm sandbox starts ahead of the job.
-// It reads its fd 3 to end of file, gets the job in the form PrestartJob
-// writes, and then runs the program file as if started with the job's argv.
+// It reads its fd 3 to end of file, gets the job in the form
+// initproto.PrestartJob writes, and then runs the program file as if started with the job's argv.
 // It must not run anything of a caller's before the job arrives.
 type Prestart struct {
 	Argv []string
@@ -164,23 +173,4 @@ type Teardown struct {
 	Purged bool
 	// Err says what was left, when Purged is false.
 	Err error
-}
-
-// PrestartJob encodes what a pre-started interpreter reads on its fd 3: the
-// working directory, the program file (the last element of argv) and the
-// environment, each ended by a NUL byte. Not JSON: parsing it must cost the
-// interpreter no import (Python's json module alone took 13 ms to import
-// here, a third of a bare `python3 -c 'print(1)'`). NUL cannot occur in any
-// of these (exec would refuse it too).
-func PrestartJob(argv, env []string, dir string) []byte {
-	var b []byte
-	b = append(append(b, dir...), 0)
-	if len(argv) > 0 {
-		b = append(b, argv[len(argv)-1]...)
-	}
-	b = append(b, 0)
-	for _, kv := range env {
-		b = append(append(b, kv...), 0)
-	}
-	return b
 }

@@ -1,6 +1,13 @@
 // Package sandbox defines what an isolation backend does: create one sandbox,
 // run one job in it, and destroy it, reporting honestly whether teardown
-// finished. Implementations live below it (namespaces/, later gvisor/, microvm/).
+// finished. It holds only the interfaces and the types that cross them
+// (Config, Job, Outcome, Teardown, the limits a host may not enforce).
+//
+// Below it, each isolation level is a leaf (namespaces/, gvisor/, later
+// microvm/) that imports only downward: initproto/ (the engine <-> init
+// protocol), hostside/ (what every backend does from outside its sandbox),
+// goinit/ (the Go init), and the host libraries cgroups/ and seccomp/. No
+// package here imports a leaf; a new isolation level is one new leaf.
 //
 // A backend knows nothing of HTTP, MCP, API keys, pools or the request JSON: it
 // takes a prepared Job and returns an Outcome. It must never run more than one

@@ -1,6 +1,6 @@
 // ScratchRun warm start for Node.js. Started in a fresh sandbox before any
 // job exists; it reads the job from fd 3 to end of file (working directory,
-// program file, environment; each ended by NUL: see sandbox.PrestartJob) and
+// program file, environment; each ended by NUL: see initproto.PrestartJob) and
 // runs the program as `node FILE` would. It never runs anything of a
 // caller's before that.
 'use strict';

@@ -1,7 +1,7 @@
 # ScratchRun warm start for Python. Started in a fresh sandbox before any job
 # exists; it imports the heavy, common libraries (heavy variant only), then
 # reads the job from fd 3 to end of file (working directory, program file,
-# environment; each ended by NUL: see sandbox.PrestartJob) and runs the program
+# environment; each ended by NUL: see initproto.PrestartJob) and runs the program
 # as `python3 FILE` would. It never runs anything of a caller's before that.
 #
 # It imports nothing beyond what the interpreter has loaded at start: json

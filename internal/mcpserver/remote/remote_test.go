@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -20,11 +18,10 @@ import (
 	"github.com/scratchrun/scratchrun/internal/engine"
 	"github.com/scratchrun/scratchrun/internal/execapi"
 	"github.com/scratchrun/scratchrun/internal/httpapi"
-	"github.com/scratchrun/scratchrun/internal/images"
-	"github.com/scratchrun/scratchrun/internal/leakcheck"
 	"github.com/scratchrun/scratchrun/internal/mcpserver"
-	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces"
 	"github.com/scratchrun/scratchrun/internal/store"
+	"github.com/scratchrun/scratchrun/internal/testenv"
+	"github.com/scratchrun/scratchrun/internal/testenv/levels"
 )
 
 // Remote mode end to end: the MCP server holds this package's Service, which
@@ -32,52 +29,22 @@ import (
 // real API keys in a real SQLite store) whose engine runs real sandboxes.
 
 var (
-	testStateDir     = fmt.Sprintf("/run/scratchrun-mcpremote-%d", os.Getpid())
-	testCgroupParent = fmt.Sprintf("scratchrun-mcpremote-%d", os.Getpid())
-	leakOpts         = leakcheck.Options{CgroupParent: testCgroupParent, MountMarkers: []string{testStateDir, "/var/lib/scratchrun"}}
-	testEng          *engine.Engine
+	// The environment (directories of the binary's own, the image store,
+	// the backend, the final leak check) is package testenv's.
+	env     = testenv.New("mcpremote")
+	nsLevel = env.Level("namespaces", levels.Namespaces)
+	testEng *engine.Engine
 )
 
-func TestMain(m *testing.M) {
-	before := leakcheck.Take(leakOpts)
-	code := m.Run()
-	if testEng != nil {
-		if err := testEng.Close(); err != nil {
-			os.Stderr.WriteString("close engine: " + err.Error() + "\n")
-			code = 1
-		}
-	}
-	os.RemoveAll(testStateDir)
-	if code == 0 {
-		if left := leakcheck.WaitClean(before, leakOpts, 5*time.Second); len(left) > 0 {
-			os.Stderr.WriteString("the remote suite left behind:\n  " + strings.Join(left, "\n  ") + "\n")
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { env.Main(m) }
 
 func localEngine(t *testing.T) *engine.Engine {
 	t.Helper()
 	if testEng != nil {
 		return testEng
 	}
-	root := os.Getenv("SCRATCHRUN_DATA_DIR")
-	if root == "" {
-		root = "/var/lib/scratchrun"
-	}
-	st, err := images.OpenStore(images.Options{Root: root, UIDBase: 1_000_000_000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.Resolve("python3.13"); err != nil {
-		t.Fatalf("%v (run `scratchrun images build`)", err)
-	}
-	b, err := namespaces.New(namespaces.Options{StateDir: testStateDir, CgroupParent: testCgroupParent})
-	if err != nil {
-		t.Fatal(err)
-	}
-	testEng, err = engine.New(engine.DefaultConfig(), st, b)
+	var err error
+	testEng, err = engine.New(engine.DefaultConfig(), env.Store(t, "python3.13"), nsLevel.Backend(t))
 	if err != nil {
 		t.Fatal(err)
 	}

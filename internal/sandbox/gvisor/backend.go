@@ -14,10 +14,7 @@ import (
 
 	"github.com/scratchrun/scratchrun/internal/sandbox"
 	"github.com/scratchrun/scratchrun/internal/sandbox/cgroups"
-	"github.com/scratchrun/scratchrun/internal/sandbox/initbin"
-	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces/nsinit"
-	"github.com/scratchrun/scratchrun/internal/sandbox/seccomp"
-	"github.com/scratchrun/scratchrun/internal/sandbox/seccomp/bpfload"
+	"github.com/scratchrun/scratchrun/internal/sandbox/hostside"
 )
 
 // Platforms runsc can run on. KVM needs hardware virtualisation that works
@@ -45,9 +42,9 @@ type Options struct {
 	CgroupParent string
 	// Logger receives the backend's own diagnostics (never user data).
 	Logger *slog.Logger
-	// InitBinary is the sandbox init program (see initbin.Source). Default:
+	// InitBinary is the sandbox init program (see hostside.InitProgram). Default:
 	// scratchrun-init next to the running executable, else the running
-	// executable itself (which must call RunInitIfRequested first thing).
+	// executable itself (which must call goinit.RunIfRequested first thing).
 	InitBinary string
 	// Runsc is the runsc binary. Default: the pinned build cached by
 	// scripts/install-runsc.sh, else runsc on PATH.
@@ -80,8 +77,7 @@ type Backend struct {
 	overhead    int64
 	limitations []string
 	unenforced  []sandbox.Limit
-	seccomp     []byte // packed by bpfload.Encode
-	keepCaps    []uintptr
+	confinement hostside.Confinement
 	initCaps    []string
 }
 
@@ -134,24 +130,17 @@ func New(opts Options) (*Backend, error) {
 	if err := os.Chmod(opts.StateDir, 0o755); err != nil {
 		return nil, fmt.Errorf("chmod %s: %w", opts.StateDir, err)
 	}
-	prog, err := seccomp.Program()
-	if err != nil {
+	// As in the namespaces backend, Docker's set without CAP_NET_RAW; also
+	// without CAP_MKNOD, which the Sentry (unlike a user namespace) would
+	// honour: no sandbox needs to create device nodes.
+	if b.confinement, err = hostside.NewConfinement(unix.CAP_NET_RAW, unix.CAP_MKNOD); err != nil {
 		return nil, err
 	}
-	b.seccomp = bpfload.Encode(prog)
-	for i, c := range seccomp.DefaultCapabilities {
-		// As in the namespaces backend, Docker's set without CAP_NET_RAW;
-		// also without CAP_MKNOD, which the Sentry (unlike a user namespace)
-		// would honour: no sandbox needs to create device nodes.
-		if c != unix.CAP_NET_RAW && c != unix.CAP_MKNOD {
-			b.keepCaps = append(b.keepCaps, c)
-			b.initCaps = append(b.initCaps, seccomp.DefaultCapabilityNames[i])
-		}
-	}
+	b.initCaps = slices.Clone(b.confinement.KeepNames)
 	// Init alone holds CAP_SYS_ADMIN (inside the Sentry), to mount /tmp,
 	// /code and /dev/shm with inode limits, and drops it before user code;
 	// init and its reaper keep CAP_SYS_RESOURCE for themselves (see
-	// nsinit's lockDownGVisor). User code gets neither.
+	// goinit's lockDownGVisor). User code gets neither.
 	for _, c := range []string{"CAP_SYS_ADMIN", "CAP_SYS_RESOURCE"} {
 		if !slices.Contains(b.initCaps, c) {
 			b.initCaps = append(b.initCaps, c)
@@ -164,7 +153,7 @@ func New(opts Options) (*Backend, error) {
 		b.limitations = append(b.limitations,
 			"the sandbox init program is dynamically linked (scratchrun-init was not found next to the engine): inside gVisor it runs on each image's C library; install both binaries (go build -o DIR ./cmd/scratchrun ./cmd/scratchrun-init)")
 	}
-	if b.instance, err = initbin.InstanceName(os.Getpid()); err != nil {
+	if b.instance, err = hostside.InstanceName(os.Getpid()); err != nil {
 		return nil, err
 	}
 	var why string
@@ -195,9 +184,9 @@ func New(opts Options) (*Backend, error) {
 	return b, nil
 }
 
-// Close removes the backend's empty cgroup parent directories and the
-// network namespace runsc pins in its state directory. Sandboxes must all be
-// destroyed first.
+// Close implements sandbox.Backend: it removes the backend's empty cgroup
+// parent directories and the network namespace runsc pins in its state
+// directory. Sandboxes must all be destroyed first.
 func (b *Backend) Close() error {
 	var errs []error
 	errs = append(errs, unpinNullNetNS(b.runscRoot))
@@ -256,11 +245,6 @@ func (b *Backend) create(ctx context.Context, cfg sandbox.Config, platform strin
 	}
 	return s, nil
 }
-
-// RunInitIfRequested turns the process into a sandbox's init when it was
-// started as one (either backend's); binaries that create sandboxes call it
-// first thing in main or TestMain.
-func RunInitIfRequested() { nsinit.RunIfRequested() }
 
 // unpinNullNetNS removes the empty network namespace runsc bind-mounts at
 // ROOT/null-netns to speed up later gofers (a mount on the host, which must

@@ -2,7 +2,9 @@
 // container, so user code's system calls are served by gVisor's Sentry (an
 // application kernel in Go, itself confined by seccomp on the host) rather
 // than by the host kernel. It implements the same sandbox.Backend contract
-// as package namespaces, with the same init program and protocol:
+// as package namespaces, with the same protocol to its init (package
+// initproto) and the same engine side of it (package hostside); its init is
+// the Go one (package goinit, installed as scratchrun-init):
 //
 //   - Create writes an OCI bundle (the image as root under runsc's in-memory
 //     overlay, its own /proc, fresh namespaces, a user namespace mapping root

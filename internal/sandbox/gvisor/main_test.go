@@ -3,54 +3,41 @@ package gvisor
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/scratchrun/scratchrun/internal/images"
-	"github.com/scratchrun/scratchrun/internal/leakcheck"
 	"github.com/scratchrun/scratchrun/internal/sandbox"
+	"github.com/scratchrun/scratchrun/internal/testenv"
 )
 
 // These tests run real gVisor sandboxes (runsc, built by
 // scripts/install-runsc.sh) on the real images (`scratchrun images build`).
-// Missing pieces fail the tests rather than skip them.
+// Missing pieces fail the tests rather than skip them. The environment
+// (directories of the binary's own, the image store, the final leak check)
+// is package testenv's.
 
 var (
-	testStateDir     = fmt.Sprintf("/run/scratchrun-gvisortest-%d", os.Getpid())
-	testCgroupParent = fmt.Sprintf("scratchrun-gvisortest-%d", os.Getpid())
-	leakOpts         = leakcheck.Options{CgroupParent: testCgroupParent, MountMarkers: []string{testStateDir, "/var/lib/scratchrun"}}
-
-	testBackend *Backend
-	testStore   *images.Store
-	suiteBefore leakcheck.Snapshot
+	env   = testenv.New("gvisortest")
+	level = env.Level("gvisor", func(stateDir, cgroupParent string) (sandbox.Backend, error) {
+		b, err := New(Options{StateDir: stateDir, CgroupParent: cgroupParent, DebugLogDir: os.Getenv("SCRATCHRUN_TEST_RUNSC_DEBUG")})
+		if err != nil {
+			return nil, err
+		}
+		return b, nil
+	})
+	testStateDir     = level.StateDir
+	testCgroupParent = level.CgroupParent
+	leakOpts         = level.Leak
 )
 
 func TestMain(m *testing.M) {
-	RunInitIfRequested()
-	suiteBefore = leakcheck.Take(leakOpts)
-	code := m.Run()
-	if testBackend != nil {
-		if err := testBackend.Close(); err != nil {
-			fmt.Fprintln(os.Stderr, "close backend:", err)
-			code = 1
-		}
-	}
-	if code == 0 {
-		if left := leakcheck.WaitClean(suiteBefore, leakOpts, 10*time.Second); len(left) > 0 {
-			fmt.Fprintf(os.Stderr, "leak check after the gvisor suite failed:\n  %s\n", strings.Join(left, "\n  "))
-			code = 1
-		}
-		if left := leftoverState(true); len(left) > 0 {
-			fmt.Fprintf(os.Stderr, "runsc state or bundles left: %v\n", left)
-			code = 1
-		}
-	}
-	os.RemoveAll(testStateDir)
-	os.Exit(code)
+	// Once the backend is closed, nothing of runsc's may be left in its
+	// state directory either.
+	env.AfterAll(func() []string { return leftoverState(true) })
+	env.Main(m)
 }
 
 // backend returns the suite's backend, created once.
@@ -59,34 +46,14 @@ func backend(t testing.TB) *Backend {
 	if os.Geteuid() != 0 {
 		t.Fatal("the gvisor backend needs root")
 	}
-	if testBackend == nil {
-		b, err := New(Options{StateDir: testStateDir, CgroupParent: testCgroupParent, DebugLogDir: os.Getenv("SCRATCHRUN_TEST_RUNSC_DEBUG")})
-		if err != nil {
-			t.Fatalf("gvisor backend: %v", err)
-		}
-		testBackend = b
-	}
-	return testBackend
-}
-
-func dataDir() string {
-	if d := os.Getenv("SCRATCHRUN_DATA_DIR"); d != "" {
-		return d
-	}
-	return "/var/lib/scratchrun"
+	level.Backend(t)
+	return level.Real().(*Backend)
 }
 
 // image resolves a runtime's image; a missing one fails the test.
 func image(t testing.TB, runtime string) (sandbox.Image, images.Runtime) {
 	t.Helper()
-	if testStore == nil {
-		st, err := images.OpenStore(images.Options{Root: dataDir(), UIDBase: 1_000_000_000})
-		if err != nil {
-			t.Fatalf("open image store: %v", err)
-		}
-		testStore = st
-	}
-	r, err := testStore.Resolve(runtime)
+	r, err := env.Store(t).Resolve(runtime)
 	if err != nil {
 		t.Fatalf("%v (run `scratchrun images build`)", err)
 	}

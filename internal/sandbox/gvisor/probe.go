@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/scratchrun/scratchrun/internal/sandbox"
-	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces/nsinit"
+	"github.com/scratchrun/scratchrun/internal/sandbox/goinit"
 )
 
 // probeTimeout bounds one start-up probe (KVM that hangs must not hang New).
@@ -128,14 +128,14 @@ func (b *Backend) probe(platform string) error {
 	}
 	var stdout, stderr bytes.Buffer
 	out, runErr := s.Run(ctx, sandbox.Job{
-		Argv: []string{nsinit.GVisorProbePath, nsinit.GVisorRoleProbe}, Dir: "/",
+		Argv: []string{goinit.GVisorProbePath, goinit.GVisorRoleProbe}, Dir: "/",
 		Timeout: probeTimeout / 2, MaxReturnBytes: 1, Stdout: &stdout, Stderr: &stderr,
 	})
 	t := s.Destroy()
 	switch {
 	case runErr != nil:
 		return runErr
-	case out.ExitCode != 0 || stdout.String() != nsinit.GVisorProbeOutput:
+	case out.ExitCode != 0 || stdout.String() != goinit.GVisorProbeOutput:
 		return fmt.Errorf("probe sandbox: exit %d, stdout %q, stderr %q", out.ExitCode, stdout.String(), stderr.String())
 	case !t.Purged:
 		return fmt.Errorf("probe sandbox was not torn down: %w", t.Err)

@@ -163,8 +163,6 @@ func stateID(name string) (string, bool) {
 	return "", false
 }
 
-func (b *Backend) hasState(id string) bool { return len(b.stateFiles(id)) > 0 }
-
 // boundedBuffer keeps the first max bytes written to it and discards the
 // rest: runsc's own messages, which a broken sandbox could make endless.
 type boundedBuffer struct {

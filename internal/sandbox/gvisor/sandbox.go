@@ -2,7 +2,6 @@ package gvisor
 
 import (
 	"context"
-	"encoding"
 	"errors"
 	"fmt"
 	"os"
@@ -13,26 +12,25 @@ import (
 
 	"github.com/scratchrun/scratchrun/internal/sandbox"
 	"github.com/scratchrun/scratchrun/internal/sandbox/cgroups"
-	"github.com/scratchrun/scratchrun/internal/sandbox/initbin"
-	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces/nsinit"
+	"github.com/scratchrun/scratchrun/internal/sandbox/hostside"
+	"github.com/scratchrun/scratchrun/internal/sandbox/initproto"
 )
 
-// Time allowed for steps the engine waits on. They bound how long a broken or
-// hostile sandbox can hold the engine, not how long user code may run.
+// timeouts bound the steps the engine waits on in a gVisor sandbox.
+var timeouts = hostside.Timeouts{
+	// runsc starting the Sentry and gofer and init answering; generous, as
+	// a loaded machine makes this slow.
+	Setup: 60 * time.Second,
+	// Init kills, reaps and reads return files within this after the
+	// job's timeout.
+	Grace: 5 * time.Second,
+	Drain: 5 * time.Second,
+}
+
 const (
-	// setupTimeout covers runsc starting the Sentry and gofer and init
-	// answering; generous, as a loaded machine makes this slow.
-	setupTimeout = 60 * time.Second
-	// collectGrace is how long init may take after the job's timeout to kill,
-	// reap and read return files before the engine kills the whole sandbox.
-	collectGrace = 5 * time.Second
 	// exitTimeout bounds waiting for runsc to tear the sandbox down by
 	// itself after init has exited.
 	exitTimeout = 10 * time.Second
-	// drainTimeout bounds waiting for output pipes once runsc is gone.
-	drainTimeout = 5 * time.Second
-	// maxStatusOverhead is room in a status message beyond return files.
-	maxStatusOverhead = 1 << 20
 	// maxDiagnostics caps what is kept of runsc's own messages.
 	maxDiagnostics = 8 << 10
 )
@@ -46,13 +44,8 @@ type gvSandbox struct {
 	bundle  string
 	group   *cgroups.Group
 	cmd     *exec.Cmd
-
-	control        *os.File // engine's end: write
-	status         *os.File // engine's end: read
-	stdout, stderr *os.File // engine's ends: read
-	// statusMax bounds the next message read from init.
-	statusMax int64
-	diag      *boundedBuffer // runsc's own stdout and stderr
+	conn    *hostside.Conn
+	diag    *boundedBuffer // runsc's own stdout and stderr
 
 	ran bool
 	// background: built at background CPU weight, restored in Run.
@@ -62,6 +55,8 @@ type gvSandbox struct {
 	waitDone   chan struct{}
 	waitErr    error
 }
+
+var _ hostside.Host = (*gvSandbox)(nil)
 
 func (s *gvSandbox) ID() string { return s.id }
 
@@ -102,35 +97,12 @@ func (s *gvSandbox) start(ctx context.Context, cfg sandbox.Config, platform stri
 	if err := s.startRunsc(platform, cfg); err != nil {
 		return err
 	}
-	setup := nsinit.SetupMessage{
-		MaskPaths:        nsinit.MaskedPaths,
-		ReadOnlyPaths:    nsinit.ReadOnlyPaths,
-		TmpBytes:         cfg.TmpBytes,
-		MaxInodes:        cfg.MaxInodes,
-		Hostname:         "sandbox",
-		Seccomp:          b.seccomp,
-		KeepCapabilities: b.keepCaps,
-		LockDownEarly:    true,
-	}
-	if p := cfg.Prestart; p != nil {
-		setup.Prestart = &nsinit.PrestartSpec{Argv: p.Argv, Env: p.Env, Dir: p.Dir}
-	}
-	if cfg.Network != nil {
-		setup.JoinedNetwork = true
-		setup.DNS = cfg.Network.DNS
-	}
-	if err := nsinit.WriteMessage(s.control, setup); err != nil {
-		return fmt.Errorf("send setup to init: %w%s", err, s.diagnostics())
-	}
-	s.statusMax = maxStatusOverhead
-	var ready nsinit.ReadyMessage
-	if err := s.decodeStatus(ctx, setupTimeout, &ready); err != nil {
-		return fmt.Errorf("wait for init: %w%s", err, s.diagnostics())
-	}
-	if !ready.Ready {
-		return fmt.Errorf("init could not prepare the sandbox: %s", ready.Error)
-	}
-	return nil
+	// Init locks itself down before it reports ready, warm or not: one
+	// order of steps. The Sentry implements inotify, signal queues and
+	// message queues itself: no kernel limits are sent.
+	setup := hostside.Setup(cfg, b.confinement)
+	setup.LockDownEarly = true
+	return s.conn.Setup(ctx, setup)
 }
 
 // startRunsc starts `runsc run` attached, with the control and status pipes
@@ -140,38 +112,19 @@ func (s *gvSandbox) start(ctx context.Context, cfg sandbox.Config, platform stri
 // as the file the container's process is executed from.
 func (s *gvSandbox) startRunsc(platform string, cfg sandbox.Config) error {
 	b := s.backend
-	var files []*os.File // child ends, closed once runsc holds them
-	defer func() { _ = initbin.CloseAll(files...) }()
-	pipe := func() (r, w *os.File, err error) {
-		r, w, err = os.Pipe()
-		if err == nil {
-			files = append(files, r, w) // both closed on error paths below
-		}
-		return r, w, err
-	}
-	controlR, controlW, err := pipe()
+	conn, err := hostside.NewConn(s, timeouts)
 	if err != nil {
 		return err
 	}
-	statusR, statusW, err := pipe()
-	if err != nil {
-		return err
-	}
-	outR, outW, err := pipe()
-	if err != nil {
-		return err
-	}
-	errR, errW, err := pipe()
-	if err != nil {
-		return err
-	}
+	s.conn = conn
+	// The child's ends are closed once runsc holds them (or failed to
+	// start).
+	defer conn.CloseChildEnds()
 	initFile, err := os.Open(b.initPath)
 	if err != nil {
 		return fmt.Errorf("open init program: %w", err)
 	}
-	// The engine's ends stay open; only the child's are closed after start.
-	files = []*os.File{controlR, statusW, outW, errW, initFile}
-	s.control, s.status, s.stdout, s.stderr = controlW, statusR, outR, errR
+	defer initFile.Close()
 
 	args := append(b.runFlags(platform, cfg.Network != nil, cfg.WritableBytes),
 		"run", "--bundle="+s.bundle,
@@ -185,7 +138,7 @@ func (s *gvSandbox) startRunsc(platform string, cfg sandbox.Config) error {
 		Dir:        s.bundle,
 		Stdout:     s.diag,
 		Stderr:     s.diag,
-		ExtraFiles: []*os.File{controlR, statusW, outW, errW, initFile},
+		ExtraFiles: []*os.File{conn.ChildControl, conn.ChildStatus, conn.ChildStdout, conn.ChildStderr, initFile},
 		SysProcAttr: &syscall.SysProcAttr{
 			// If the engine dies, runsc dies, and with it (attached mode)
 			// the Sentry and gofer.
@@ -226,16 +179,10 @@ func (s *gvSandbox) diagnostics() string {
 	return ""
 }
 
-// decodeStatus reads one message from init within timeout (see
-// initbin.DecodeStatus), killing the sandbox when it gives up.
-func (s *gvSandbox) decodeStatus(ctx context.Context, timeout time.Duration, v encoding.BinaryUnmarshaler) error {
-	return initbin.DecodeStatus(ctx, s.status, s.statusMax, timeout, v, s.kill)
-}
-
-// kill ends the sandbox at once: every process in its cgroup (Sentry, gofer,
-// stubs) and runsc itself get SIGKILL. runsc's state is cleaned up later, by
-// Destroy.
-func (s *gvSandbox) kill() {
+// Kill ends the sandbox at once: every process in its cgroup (Sentry,
+// gofer, stubs) and runsc itself get SIGKILL. runsc's state is cleaned up
+// later, by Destroy.
+func (s *gvSandbox) Kill() {
 	if s.group != nil {
 		for _, pid := range s.group.Procs() {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -248,6 +195,27 @@ func (s *gvSandbox) kill() {
 		s.group.KillAll()
 	}
 }
+
+// Settle implements hostside.Host: init exits after its result; runsc then
+// removes the container and exits, which closes the last copies of the
+// output pipes. A sandbox that does not end by itself is killed.
+func (s *gvSandbox) Settle() { s.waitExit(exitTimeout) }
+
+// Measure implements hostside.Host. The host cgroup's process limit is
+// only a backstop for the Sentry's own threads; what caps user code is
+// RLIMIT_NPROC inside the Sentry, which only init can see reached (and
+// which counts no refusals). On the host the memory limit's victim is the
+// Sentry: the whole sandbox goes with it.
+func (s *gvSandbox) Measure(out *sandbox.Outcome, res initproto.ResultMessage) {
+	out.PidsLimitHit = res.ProcessLimitHit
+	if s.group != nil && s.group.OOMKills() > 0 {
+		out.OOMKilled = true
+	}
+}
+
+// Diagnostics implements hostside.Host: runsc's own messages (see
+// diagnostics).
+func (s *gvSandbox) Diagnostics() string { return s.diagnostics() }
 
 // exited reports whether runsc has exited.
 func (s *gvSandbox) exited() bool {
@@ -268,7 +236,7 @@ func (s *gvSandbox) waitExit(timeout time.Duration) {
 	select {
 	case <-s.waitDone:
 	case <-time.After(timeout):
-		s.kill()
+		s.Kill()
 		<-s.waitDone
 	}
 }
@@ -289,62 +257,10 @@ func (s *gvSandbox) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, 
 	if job.MemoryBytes > 0 {
 		memory = job.MemoryBytes + s.backend.overhead
 	}
-	if err := initbin.PrepareGroup(s.group, s.background, memory); err != nil {
+	if err := hostside.PrepareGroup(s.group, s.background, memory); err != nil {
 		return sandbox.Outcome{}, err
 	}
-	drained := initbin.Drain(job, s.stdout, s.stderr)
-	if err := nsinit.WriteMessage(s.control, initbin.JobMessage(job)); err != nil {
-		s.kill()
-		<-s.waitDone
-		return sandbox.Outcome{}, fmt.Errorf("send job to init: %w%s", err, s.diagnostics())
-	}
-	s.control.Close()
-	s.control = nil
-
-	// A hostile sandbox may send anything; it may not send more than the
-	// return budget allows.
-	s.statusMax = 2*job.MaxReturnBytes + maxStatusOverhead
-	var res nsinit.ResultMessage
-	decodeErr := s.decodeStatus(ctx, job.Timeout+collectGrace, &res)
-	if ctx.Err() != nil {
-		<-s.waitDone
-		return sandbox.Outcome{}, ctx.Err()
-	}
-	engineTimedOut := errors.Is(decodeErr, initbin.ErrNoAnswer)
-	// Init exits after its result; runsc then removes the container and
-	// exits, which closes the last copies of the output pipes.
-	s.waitExit(exitTimeout)
-	initbin.WaitDrained(drained, drainTimeout)
-
-	// The host cgroup's process limit is only a backstop for the Sentry's
-	// own threads; what caps user code is RLIMIT_NPROC inside the Sentry,
-	// which only init can see reached (and which counts no refusals).
-	out := sandbox.Outcome{Files: res.Files, Notes: res.Notes, Duration: res.Duration, PidsLimitHit: res.ProcessLimitHit}
-	if s.group != nil && s.group.OOMKills() > 0 {
-		out.OOMKilled = true
-	}
-	switch {
-	case decodeErr == nil && res.Error != "" && !res.Started:
-		return sandbox.Outcome{}, fmt.Errorf("sandbox could not start the program: %s", res.Error)
-	case decodeErr == nil:
-		out.ExitCode, out.Signal, out.TimedOut = res.ExitCode, res.Signal, res.TimedOut
-	case engineTimedOut:
-		out.TimedOut = true
-		out.ExitCode, out.Signal = 128+int(syscall.SIGKILL), int(syscall.SIGKILL)
-		out.Duration = job.Timeout
-		out.Notes = append(out.Notes, "The sandbox did not finish within its timeout plus a grace period and was killed whole; return files are lost.")
-	case out.OOMKilled:
-		// On the host the memory limit's victim is the Sentry: the whole
-		// sandbox went with it.
-		out.ExitCode, out.Signal = 128+int(syscall.SIGKILL), int(syscall.SIGKILL)
-		out.Notes = append(out.Notes, "The whole sandbox was killed at the memory limit; return files are lost.")
-	default:
-		return sandbox.Outcome{}, fmt.Errorf("sandbox init ended without a result: %v%s", decodeErr, s.diagnostics())
-	}
-	if out.Files == nil {
-		out.Files = map[string][]byte{}
-	}
-	return out, nil
+	return s.conn.Run(ctx, job)
 }
 
 // Destroy implements sandbox.Sandbox. An unused sandbox is asked to end (its
@@ -358,9 +274,9 @@ func (s *gvSandbox) Destroy() sandbox.Teardown {
 	}
 	s.destroyed = true
 	var errs []error
-	if s.control != nil {
-		s.control.Close()
-		s.control = nil
+	if s.conn != nil && s.conn.Control != nil {
+		s.conn.Control.Close()
+		s.conn.Control = nil
 	}
 	if s.cmd != nil {
 		s.waitExit(exitTimeout)
@@ -370,13 +286,8 @@ func (s *gvSandbox) Destroy() sandbox.Teardown {
 	if err := b.deleteContainer(s.id); err != nil {
 		errs = append(errs, err)
 	}
-	if s.group != nil {
-		if !s.group.KillAll() {
-			errs = append(errs, fmt.Errorf("processes still in cgroup after SIGKILL: %v", s.group.Procs()))
-		}
-		if err := s.group.Destroy(); err != nil {
-			errs = append(errs, err)
-		}
+	if err := hostside.DestroyGroup(s.group); err != nil {
+		errs = append(errs, err)
 	}
 	if err := removeGroupDirs(b.opts.CgroupParent, s.id); err != nil {
 		errs = append(errs, err)
@@ -396,16 +307,11 @@ func (s *gvSandbox) Destroy() sandbox.Teardown {
 
 // closeFiles closes the engine's ends of the sandbox's pipes.
 func (s *gvSandbox) closeFiles() {
-	_ = initbin.CloseAll(s.control, s.status, s.stdout, s.stderr)
-	s.control, s.status, s.stdout, s.stderr = nil, nil, nil, nil
+	if s.conn != nil {
+		_ = s.conn.Close()
+	}
 }
 
-// MemoryUsage reports the memory the sandbox's cgroup uses now, the Sentry
-// and gofer included (0 when unknown). The warm pool measures its budget
-// with it.
-func (s *gvSandbox) MemoryUsage() int64 {
-	if s.group == nil {
-		return 0
-	}
-	return s.group.MemoryUsage()
-}
+// MemoryUsage implements sandbox.Sandbox: what the sandbox's cgroup uses,
+// the Sentry and gofer included.
+func (s *gvSandbox) MemoryUsage() int64 { return hostside.GroupMemory(s.group) }

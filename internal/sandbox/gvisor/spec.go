@@ -9,7 +9,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/scratchrun/scratchrun/internal/sandbox"
-	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces/nsinit"
+	"github.com/scratchrun/scratchrun/internal/sandbox/goinit"
 )
 
 // cpuPeriod is the CFS period the CPU quota is expressed in.
@@ -43,7 +43,7 @@ func buildSpec(in specInput) *specs.Spec {
 		Root: &specs.Root{Path: cfg.Image.RootFS},
 		Process: &specs.Process{
 			// Only a name: the program comes from --exec-fd.
-			Args: []string{nsinit.GVisorInitPath, nsinit.GVisorRoleInit},
+			Args: []string{goinit.GVisorInitPath, goinit.GVisorRoleInit},
 			// Nothing of the engine's environment: it may hold API keys.
 			Env:  []string{"GODEBUG=containermaxprocs=0,updatemaxprocs=0"},
 			Cwd:  "/",

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/scratchrun/scratchrun/internal/sandbox/cgroups"
-	"github.com/scratchrun/scratchrun/internal/sandbox/initbin"
+	"github.com/scratchrun/scratchrun/internal/sandbox/hostside"
 )
 
 // cgroupRoot is where cgroup hierarchies are mounted.
@@ -79,7 +79,7 @@ func (b *Backend) sweep() (int, error) {
 	removed := 0
 	var errs []error
 	for id := range ids {
-		if initbin.EngineAlive(id) {
+		if hostside.EngineAlive(id) {
 			continue
 		}
 		if err := b.deleteContainer(id); err != nil {

@@ -22,7 +22,7 @@ func TestSweepRemovesDeadEnginesLeftovers(t *testing.T) {
 	// an engine that no longer runs (no pid is that large).
 	dead := &Backend{opts: b.opts, runsc: b.runsc, platform: b.platform, runscRoot: b.runscRoot, bundles: b.bundles,
 		initPath: b.initPath, cgroups: b.cgroups, instance: "e999999999_1", overhead: b.overhead,
-		seccomp: b.seccomp, keepCaps: b.keepCaps, initCaps: b.initCaps}
+		confinement: b.confinement, initCaps: b.initCaps}
 	orphan, err := dead.create(context.Background(), config(img), b.platform)
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +36,7 @@ func TestSweepRemovesDeadEnginesLeftovers(t *testing.T) {
 	// with it (parent-death signal); nothing cleans up.
 	orphan.cmd.Process.Signal(syscall.SIGKILL)
 	<-orphan.waitDone
-	if !dead.hasState(orphan.id) || len(groupDirs(testCgroupParent, orphan.id)) == 0 {
+	if len(dead.stateFiles(orphan.id)) == 0 || len(groupDirs(testCgroupParent, orphan.id)) == 0 {
 		t.Fatalf("the simulated crash left nothing to sweep (state %v, cgroups %v)", dead.stateFiles(orphan.id), groupDirs(testCgroupParent, orphan.id))
 	}
 	if _, err := os.Stat(orphan.bundle); err != nil {

@@ -14,10 +14,8 @@ import (
 
 	"github.com/scratchrun/scratchrun/internal/sandbox"
 	"github.com/scratchrun/scratchrun/internal/sandbox/cgroups"
-	"github.com/scratchrun/scratchrun/internal/sandbox/initbin"
+	"github.com/scratchrun/scratchrun/internal/sandbox/hostside"
 	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces/spawner"
-	"github.com/scratchrun/scratchrun/internal/sandbox/seccomp"
-	"github.com/scratchrun/scratchrun/internal/sandbox/seccomp/bpfload"
 	"golang.org/x/sys/unix"
 )
 
@@ -48,8 +46,7 @@ type Backend struct {
 	instance    string
 	limitations []string
 	unenforced  []sandbox.Limit
-	seccomp     []byte // packed by bpfload.Encode
-	keepCaps    []uintptr
+	confinement hostside.Confinement
 	// owners gives each sandbox's user namespace an owner uid of its own
 	// (nil when not root: an ordinary user's namespaces are its own).
 	owners *owners
@@ -111,23 +108,16 @@ func New(opts Options) (*Backend, error) {
 	if err := os.MkdirAll(b.mountDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create mount point %s: %w", b.mountDir, err)
 	}
+	// Docker keeps CAP_NET_RAW for ping; a sandbox has no use for raw or
+	// packet sockets, a classic route to spoofing and kernel bugs.
 	var err error
-	prog, err := seccomp.Program()
-	if err != nil {
+	if b.confinement, err = hostside.NewConfinement(unix.CAP_NET_RAW); err != nil {
 		return nil, err
-	}
-	b.seccomp = bpfload.Encode(prog)
-	for _, c := range seccomp.DefaultCapabilities {
-		// Docker keeps CAP_NET_RAW for ping; a sandbox has no use for raw or
-		// packet sockets, a classic route to spoofing and kernel bugs.
-		if c != unix.CAP_NET_RAW {
-			b.keepCaps = append(b.keepCaps, c)
-		}
 	}
 	// Cgroups first: in a delegated cgroup v2 subtree the engine moves itself
 	// into a leaf, and the spawner must start there too, not in the
 	// delegated group, which may then hand no controller to its children.
-	b.instance, err = initbin.InstanceName(os.Getpid())
+	b.instance, err = hostside.InstanceName(os.Getpid())
 	if err != nil {
 		return nil, err
 	}
@@ -157,9 +147,9 @@ func New(opts Options) (*Backend, error) {
 	return b, nil
 }
 
-// Close removes the backend's empty cgroup parent directories and, when the
-// state directory was created for this backend alone (tests), nothing else is
-// touched. Sandboxes must all be destroyed first.
+// Close implements sandbox.Backend: it stops the spawner helper and removes
+// the backend's empty cgroup parent directories; nothing else is touched.
+// Sandboxes must all be destroyed first.
 func (b *Backend) Close() error {
 	b.spawnerMu.Lock()
 	b.closed = true
@@ -205,7 +195,7 @@ func (b *Backend) sweep() (int, error) {
 	var errs []error
 	for _, dir := range b.cgroups.Leftovers() {
 		name := filepath.Base(dir)
-		if initbin.EngineAlive(name) {
+		if hostside.EngineAlive(name) {
 			continue // that engine is alive (or the group is not ours)
 		}
 		n, err := b.cgroups.SweepOne(name)

@@ -7,9 +7,12 @@
 // the scratchrun-spawn helper (package spawner) clones into the new
 // namespaces and cgroup: it builds the mount tree, waits for the one job,
 // starts it, enforces the timeout, reaps everything, collects return files
-// and reports, in the protocol of package nsinit.
-// The engine side treats everything init says as untrusted, because user code
-// runs beside it with the same credentials.
+// and reports, in the protocol of package initproto. The engine's side of
+// that protocol is package hostside's, as for every backend; this package
+// adds what is its own: the spawner, user namespace owners, the cgroup and
+// the setup a namespaces init needs (the image's overlay, the kernel's
+// per-user limits). The engine side treats everything init says as
+// untrusted, because user code runs beside it with the same credentials.
 //
 // It must never expose a host path inside a sandbox, never let a sandbox
 // outlive Destroy, and never run a second job in a sandbox.

@@ -4,17 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"syscall"
 
 	"github.com/scratchrun/scratchrun/internal/sandbox"
 	"github.com/scratchrun/scratchrun/internal/sandbox/cgroups"
+	"github.com/scratchrun/scratchrun/internal/sandbox/hostside"
 	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces/spawner"
 )
-
-// initFiles are the descriptors init gets: fds 1-4.
-type initFiles struct{ stdout, stderr, control, status *os.File }
 
 // sandboxNamespaces are the namespaces a sandbox's init is born in (the
 // cgroup namespace comes later, from init, once it is in its cgroup).
@@ -74,10 +71,11 @@ func (b *Backend) SpawnerRestarts() int {
 	return b.spawnerRestarts
 }
 
-// startInit starts the built-in init of the spawner helper (see
-// spawner/c/init.c) in new namespaces, its user namespace owned by owner
-// (when not 0), and in group (when not nil).
-func (b *Backend) startInit(ctx context.Context, files initFiles, uidBase, owner uint32, network *sandbox.Network, group *cgroups.Group) (*spawner.Process, error) {
+// startInit starts a sandbox's init (the spawner's built-in one, see
+// spawner/c/init.c) in new namespaces with the child ends of pipes as its
+// fds 1-4, its user namespace owned by owner (when not 0), and in group
+// (when not nil).
+func (b *Backend) startInit(ctx context.Context, pipes *hostside.Pipes, uidBase, owner uint32, network *sandbox.Network, group *cgroups.Group) (*spawner.Process, error) {
 	uids, gids, setgroups := b.idMappings(uidBase)
 	flags := uintptr(sandboxNamespaces)
 	if network != nil {
@@ -85,9 +83,9 @@ func (b *Backend) startInit(ctx context.Context, files initFiles, uidBase, owner
 		flags &^= syscall.CLONE_NEWNET
 	}
 	req := spawner.Request{
-		BuiltinInit: true, CloneFlags: flags,
-		UIDMap: idMapText(uids), GIDMap: idMapText(gids), DenySetgroups: !setgroups,
-		Stdout: files.stdout, Stderr: files.stderr, FD3: files.control, FD4: files.status,
+		CloneFlags: flags,
+		UIDMap:     idMapText(uids), GIDMap: idMapText(gids), DenySetgroups: !setgroups,
+		Stdout: pipes.ChildStdout, Stderr: pipes.ChildStderr, Control: pipes.ChildControl, Status: pipes.ChildStatus,
 		OwnerUID: owner,
 	}
 	if network != nil {

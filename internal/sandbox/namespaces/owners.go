@@ -13,7 +13,7 @@ import (
 // owner as well (kernel/ucount.c); owned by root, every sandbox's usage
 // counted against host root's quotas and against every other sandbox's.
 // With owners of their own, a sandbox that exhausts its quotas (bounded
-// anyway by nsinit.KernelRlimits and nsinit.UserNamespaceLimits) takes
+// anyway by initproto.KernelRlimits and initproto.UserNamespaceLimits) takes
 // nothing from the host or from another sandbox.
 //
 // An owner holds every capability over its namespace from outside it, so

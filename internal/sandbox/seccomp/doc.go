@@ -1,5 +1,6 @@
-// Package seccomp builds and installs the seccomp filter that confines
-// sandboxed code.
+// Package seccomp builds the seccomp filter that confines sandboxed code.
+// The engine compiles it once (Program) and sends it to each sandbox's init,
+// which installs it with package bpfload before any user code runs.
 //
 // The filter is Docker's default seccomp profile (moby/profiles/seccomp
 // DefaultProfile), evaluated for the sandbox's fixed environment — Docker's

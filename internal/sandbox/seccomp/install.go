@@ -16,6 +16,11 @@ import (
 // pidfd, wait4, ...) is allowed by Docker's profile. Each call stacks another
 // copy of the filter, so call it once.
 //
+// Sandboxes do not get their filter this way: the engine compiles it once
+// (Program) and each sandbox's init installs that program (bpfload). Install
+// is for a process that filters itself, as this package's tests do to prove
+// the filter from inside.
+//
 // no_new_privs is required to install a filter without CAP_SYS_ADMIN, and it
 // also stops execve of setuid/setcap binaries from gaining privileges.
 func Install() error {

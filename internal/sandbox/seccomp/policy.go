@@ -13,8 +13,8 @@ import (
 
 // sandboxFilter is the filter for this process's environment. The
 // environment (capabilities, kernel, architecture) cannot change while the
-// process runs, so it is built once; Install then only has to load it, which
-// matters because it runs on every sandbox start.
+// process runs, so it is built once: each backend asks for it (Program) when
+// it starts, and every sandbox's init installs that compiled program.
 var sandboxFilter = sync.OnceValues(func() (*compiled, error) {
 	env, err := sandboxEnv()
 	if err != nil {

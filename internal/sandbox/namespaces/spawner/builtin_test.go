@@ -8,19 +8,19 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 
-	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces/nsinit"
+	"github.com/scratchrun/scratchrun/internal/sandbox/initproto"
 )
 
-// The built-in init holds exactly fds 0-4, answers a malformed setup with
-// an error instead of acting on it, and exits without answering an
+// Init holds exactly fds 0-4, answers a malformed setup with an error
+// instead of acting on it, refuses a setup of another protocol version
+// saying so (in the Go init's words), and exits without answering an
 // oversized one. (Everything it does with a valid setup is tested through
 // the engine: see internal/engine.)
 func TestBuiltinInitRefusesMalformedSetup(t *testing.T) {
-	s, _ := startTestSpawner(t)
-	valid, err := nsinit.SetupMessage{RootFS: "/nonexistent", Hostname: "x", Seccomp: make([]byte, 8),
+	s := startTestSpawner(t)
+	valid, err := initproto.SetupMessage{RootFS: "/nonexistent", Hostname: "x", Seccomp: make([]byte, 8),
 		MaskPaths: []string{"/proc/kcore"}, ReadOnlyPaths: []string{"/proc/sys"}}.MarshalBinary()
 	if err != nil {
 		t.Fatal(err)
@@ -29,13 +29,15 @@ func TestBuiltinInitRefusesMalformedSetup(t *testing.T) {
 		return append(binary.LittleEndian.AppendUint32(nil, uint32(len(body))), body...)
 	}
 	hugeList := slices.Clone(valid)
-	// The fields before the DNS list: two strings, three numbers, a string
-	// and the flags.
-	dnsAt := 4 + len("/nonexistent") + 4 + 8*3 + 4 + len("x") + 8
+	// The fields before the DNS list: the version, two strings, three
+	// numbers, a string and the flags.
+	dnsAt := 8 + 4 + len("/nonexistent") + 4 + 8*3 + 4 + len("x") + 8
 	binary.LittleEndian.PutUint32(hugeList[dnsAt:], 1<<30)
-	withNUL, _ := nsinit.SetupMessage{RootFS: "/a\x00b", Hostname: "x", Seccomp: make([]byte, 8),
+	withNUL, _ := initproto.SetupMessage{RootFS: "/a\x00b", Hostname: "x", Seccomp: make([]byte, 8),
 		MaskPaths: []string{"/proc/kcore"}, ReadOnlyPaths: []string{"/proc/sys"}}.MarshalBinary()
-	noMasks, _ := nsinit.SetupMessage{RootFS: "/nonexistent", Hostname: "x", Seccomp: make([]byte, 8)}.MarshalBinary()
+	noMasks, _ := initproto.SetupMessage{RootFS: "/nonexistent", Hostname: "x", Seccomp: make([]byte, 8)}.MarshalBinary()
+	otherVersion := slices.Clone(valid)
+	binary.LittleEndian.PutUint64(otherVersion, initproto.ProtocolVersion+1)
 	cases := []struct {
 		name, input, want string
 	}{
@@ -44,14 +46,13 @@ func TestBuiltinInitRefusesMalformedSetup(t *testing.T) {
 		{"impossible list count", string(frame(hugeList)), "malformed setup message"},
 		{"NUL in a path", string(frame(withNUL)), "malformed setup message"},
 		{"no /proc paths to mask", string(frame(noMasks)), "malformed setup message"},
-		{"over the size limit", string(binary.LittleEndian.AppendUint32(nil, nsinit.MaxSetupBytes+1)), ""},
+		{"another protocol version", string(frame(otherVersion)), (&initproto.VersionError{Got: initproto.ProtocolVersion + 1}).Error()},
+		{"over the size limit", string(binary.LittleEndian.AppendUint32(nil, initproto.MaxSetupBytes+1)), ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			p := newChildPipes(t)
-			proc, err := s.Spawn(context.Background(), Request{BuiltinInit: true, CloneFlags: namespaces,
-				UIDMap: "0 1000000000 65536\n", GIDMap: "0 1000000000 65536\n",
-				Stdout: p.outW, Stderr: p.errW, FD3: p.ctlR, FD4: p.statusW})
+			proc, err := s.Spawn(context.Background(), initRequest(p))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -77,8 +78,8 @@ func TestBuiltinInitRefusesMalformedSetup(t *testing.T) {
 				t.Fatal(err)
 			}
 			p.ctl.Close()
-			var ready nsinit.ReadyMessage
-			err = nsinit.ReadMessage(p.status, 1<<20, &ready)
+			var ready initproto.ReadyMessage
+			err = initproto.ReadMessage(p.status, 1<<20, &ready)
 			if c.want == "" {
 				if err != io.EOF {
 					t.Errorf("want no answer, got %+v (%v)", ready, err)
@@ -89,21 +90,5 @@ func TestBuiltinInitRefusesMalformedSetup(t *testing.T) {
 				t.Errorf("got %+v (%v), want the error %q", ready, err, c.want)
 			}
 		})
-	}
-}
-
-// The built-in init builds a whole sandbox: the helper refuses to start it
-// without every namespace (a shared IPC namespace would reach the host's
-// System V IPC).
-func TestBuiltinInitNeedsEveryNamespace(t *testing.T) {
-	s, _ := startTestSpawner(t)
-	for _, missing := range []uintptr{syscall.CLONE_NEWIPC, syscall.CLONE_NEWUTS, syscall.CLONE_NEWNET} {
-		p := newChildPipes(t)
-		_, err := s.Spawn(context.Background(), Request{BuiltinInit: true, CloneFlags: namespaces &^ missing,
-			UIDMap: "0 1000000000 65536\n", GIDMap: "0 1000000000 65536\n",
-			Stdout: p.outW, Stderr: p.errW, FD3: p.ctlR, FD4: p.statusW})
-		if err == nil || !strings.Contains(err.Error(), "malformed request") {
-			t.Errorf("without namespace %#x: %v", missing, err)
-		}
 	}
 }

@@ -1,14 +1,15 @@
-// Package spawner starts sandbox init processes in new namespaces through
+// Package spawner starts namespaces sandboxes' inits through
 // scratchrun-spawn, a small C helper (c/spawn.c) the engine keeps running: Go
 // itself can only create a user namespace by forking the engine's whole
 // address space, which cost several times more per sandbox than the helper's
 // fork (see c/spawn.c for the numbers). The helper also carries the
-// namespaces backend's sandbox init (c/init.c), which its child runs without
-// an exec (Request.BuiltinInit).
+// sandbox's init (c/init.c and the files it names), which its child becomes
+// without an exec.
 //
 // The helper is found next to the running executable (scripts/install.sh
 // builds it there), or built from the embedded source with the host's C
-// compiler into the backend's state directory, cached by source hash.
+// compiler into the backend's state directory, cached by source hash. Both
+// build it with c/build.sh, the one recipe.
 package spawner
 
 import (
@@ -24,7 +25,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -33,30 +33,39 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-//go:embed c/spawn.c c/init.c c/init.h
+// sources are the helper's C files and its build recipe (c/build.sh).
+//
+//go:embed c
 var sources embed.FS
 
-// sourceFiles are the helper's sources; the .c files are compiled together.
-var sourceFiles = []string{"spawn.c", "init.c", "init.h"}
+// sourceFiles lists the embedded files, in a stable order.
+func sourceFiles() []string {
+	entries, _ := sources.ReadDir("c")
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
 
 // BinaryName is the helper's file name next to scratchrun.
 const BinaryName = "scratchrun-spawn"
 
 // protocolVersion must match PROTOCOL_VERSION in c/spawn.c.
-const protocolVersion = 4
+const protocolVersion = 5
 
-// replyTimeout bounds a spawn: the helper answers once the child has
-// executed init, a few milliseconds normally.
+// replyTimeout bounds a spawn: the helper answers once the child runs init,
+// a few milliseconds normally.
 const replyTimeout = 30 * time.Second
 
-// ErrDead means the helper is gone or stuck; callers should start processes
-// another way from now on.
+// ErrDead means the helper is gone or stuck: it serves no more requests.
+// The caller starts a new helper (namespaces.Backend does, once per death).
 var ErrDead = errors.New("spawner helper gone")
 
 // sourceHash identifies this build's sources.
 func sourceHash() string {
 	h := sha256.New()
-	for _, name := range sourceFiles {
+	for _, name := range sourceFiles() {
 		data, _ := sources.ReadFile("c/" + name)
 		fmt.Fprintf(h, "%s %d\n", name, len(data))
 		h.Write(data)
@@ -86,7 +95,7 @@ func Find(configured, dir string) (string, error) {
 }
 
 // Build compiles the embedded source into target with the host's C compiler
-// (cc, else gcc).
+// (cc, else gcc), by the embedded c/build.sh.
 func Build(target string) (string, error) {
 	compiler := ""
 	for _, c := range []string{"cc", "gcc"} {
@@ -104,21 +113,13 @@ func Build(target string) (string, error) {
 		return "", err
 	}
 	defer os.RemoveAll(src)
-	args := []string{"-O2", "-o", filepath.Join(src, BinaryName)}
-	for _, name := range sourceFiles {
-		data, err := sources.ReadFile("c/" + name)
-		if err != nil {
-			return "", err
-		}
-		if err := os.WriteFile(filepath.Join(src, name), data, 0o644); err != nil {
-			return "", err
-		}
-		if strings.HasSuffix(name, ".c") {
-			args = append(args, filepath.Join(src, name))
-		}
+	if err := writeSources(src); err != nil {
+		return "", err
 	}
 	tmp := filepath.Join(src, BinaryName)
-	out, err := exec.Command(compiler, args...).CombinedOutput()
+	cmd := exec.Command("/bin/sh", filepath.Join(src, "build.sh"), tmp)
+	cmd.Env = append(os.Environ(), "CC="+compiler)
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("build %s: %v: %s", BinaryName, err, bytes.TrimSpace(out))
 	}
@@ -126,6 +127,20 @@ func Build(target string) (string, error) {
 		return "", err
 	}
 	return target, nil
+}
+
+// writeSources writes the embedded sources (and c/build.sh) into dir.
+func writeSources(dir string) error {
+	for _, name := range sourceFiles() {
+		data, err := sources.ReadFile("c/" + name)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Spawner is a running helper. It is safe for concurrent use; requests are
@@ -214,15 +229,11 @@ func (s *Spawner) Dead() bool {
 	return s.dead != nil
 }
 
-// Request describes one init process.
+// Request describes one sandbox init.
 type Request struct {
-	// BuiltinInit runs the helper's own sandbox init (c/init.c) in the
-	// child instead of executing Path; Path, Argv and Env are then unused.
-	BuiltinInit bool
-	Path        string
-	Argv        []string
-	Env         []string
-	// CloneFlags are the CLONE_NEW* namespaces to create.
+	// CloneFlags are the CLONE_NEW* namespaces to create: every one but
+	// the cgroup namespace (init makes that itself), the network one only
+	// when not joined (JoinNetNS).
 	CloneFlags uintptr
 	// UIDMap and GIDMap are written to the child's uid_map and gid_map
 	// (with CLONE_NEWUSER); DenySetgroups writes "deny" to its setgroups
@@ -230,10 +241,12 @@ type Request struct {
 	UIDMap, GIDMap string
 	DenySetgroups  bool
 	// CgroupProcs are cgroup.procs files the child is written into before
-	// it executes (so nothing it does escapes its limits or accounting).
+	// it runs init (so nothing it does escapes its limits or accounting).
 	CgroupProcs []string
-	// The child's fds 1, 2, 3 and 4; fd 0 is /dev/null.
-	Stdout, Stderr, FD3, FD4 *os.File
+	// The child's fds 1 and 2 (the sandbox's output) and its control and
+	// status pipes (fds 3 and 4, initproto.ControlFD and StatusFD); fd 0
+	// is /dev/null.
+	Stdout, Stderr, Control, Status *os.File
 	// JoinNetNS makes the child be born in the network namespace NetNSFD
 	// (CloneFlags must not include CLONE_NEWNET then).
 	JoinNetNS bool
@@ -254,19 +267,20 @@ type Process struct {
 	waitOnce sync.Once
 }
 
-// request mirrors struct request in c/spawn.c.
+// request mirrors struct request in c/spawn.c (TestRequestLayoutMatchesC
+// compares the two).
 type request struct {
 	Version       uint32
 	WantNetNS     uint32
 	CloneFlags    uint64
 	DenySetgroups uint32
-	Argc, Envc    uint32
 	StringsLen    uint32
 	Cgroupc       uint32
-	BuiltinInit   uint32
 	OwnerUID      uint32
-	Reserved      uint32
 }
+
+// requestSize is sizeof(struct request) in c/spawn.c.
+const requestSize = 32
 
 // reply mirrors struct reply in c/spawn.c.
 type reply struct {
@@ -275,38 +289,33 @@ type reply struct {
 	Step [64]byte
 }
 
-// Spawn starts one init and returns once it has executed (or failed to).
+// Spawn starts one init and returns once it runs (or failed to start).
 func (s *Spawner) Spawn(ctx context.Context, r Request) (*Process, error) {
 	var strs bytes.Buffer
 	if len(r.CgroupProcs) > 8 {
 		return nil, errors.New("spawner: more than 8 cgroup.procs files")
 	}
-	fields := append([]string{r.Path, r.UIDMap, r.GIDMap}, r.CgroupProcs...)
-	fields = append(append(fields, r.Argv...), r.Env...)
-	for _, v := range fields {
+	for _, v := range append([]string{r.UIDMap, r.GIDMap}, r.CgroupProcs...) {
 		if bytes.IndexByte([]byte(v), 0) >= 0 {
 			return nil, errors.New("spawner: NUL in an argument")
 		}
 		strs.WriteString(v)
 		strs.WriteByte(0)
 	}
-	req := request{Version: protocolVersion, CloneFlags: uint64(r.CloneFlags), Argc: uint32(len(r.Argv)),
-		Envc: uint32(len(r.Env)), StringsLen: uint32(strs.Len()), Cgroupc: uint32(len(r.CgroupProcs)), OwnerUID: r.OwnerUID}
+	req := request{Version: protocolVersion, CloneFlags: uint64(r.CloneFlags),
+		StringsLen: uint32(strs.Len()), Cgroupc: uint32(len(r.CgroupProcs)), OwnerUID: r.OwnerUID}
 	if r.DenySetgroups {
 		req.DenySetgroups = 1
 	}
-	if r.BuiltinInit {
-		req.BuiltinInit = 1
-	}
-	fds := []int{int(r.Stdout.Fd()), int(r.Stderr.Fd()), int(r.FD3.Fd()), int(r.FD4.Fd())}
+	fds := []int{int(r.Stdout.Fd()), int(r.Stderr.Fd()), int(r.Control.Fd()), int(r.Status.Fd())}
 	if r.JoinNetNS {
 		req.WantNetNS = 1
 		fds = append(fds, r.NetNSFD)
 	}
 	var msg bytes.Buffer
 	_ = binary.Write(&msg, binary.NativeEndian, req)
-	if msg.Len() != 48 {
-		return nil, fmt.Errorf("spawner: request header is %d bytes, want 48", msg.Len())
+	if msg.Len() != requestSize {
+		return nil, fmt.Errorf("spawner: request header is %d bytes, want %d", msg.Len(), requestSize)
 	}
 	msg.Write(strs.Bytes())
 
@@ -371,7 +380,7 @@ func (s *Spawner) Spawn(ctx context.Context, r Request) (*Process, error) {
 			unix.Close(pidfd)
 		}
 		step := string(bytes.TrimRight(rep.Step[:], "\x00"))
-		return nil, fmt.Errorf("spawn %s: %s: %w", r.Path, step, syscall.Errno(rep.Err))
+		return nil, fmt.Errorf("spawn init: %s: %w", step, syscall.Errno(rep.Err))
 	}
 	return &Process{Pid: int(rep.Pid), pidfd: pidfd}, nil
 }

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,89 +21,47 @@ import (
 	"github.com/scratchrun/scratchrun/internal/sandbox/cgroups"
 )
 
-// childMode makes the test binary act as a spawned init: it reports what it
-// sees on fd 1, then waits for fd 3 to close (or EOF) before exiting.
-const childMode = "SPAWNER_TEST_CHILD=1"
+// The child the helper starts is always the sandbox's init, which waits on
+// its control pipe for a setup before it does anything: these tests look
+// at it from outside, through /proc, while it waits.
+
+// testHelper is the helper built from the embedded sources, once per test
+// binary, in testHelperDir (removed by TestMain).
+var (
+	testHelperOnce sync.Once
+	testHelperDir  string
+	testHelper     string
+	testHelperErr  error
+)
 
 func TestMain(m *testing.M) {
-	for _, kv := range os.Environ() {
-		if kv == childMode {
-			os.Exit(child())
-		}
+	code := m.Run()
+	if testHelperDir != "" {
+		os.RemoveAll(testHelperDir)
 	}
-	os.Exit(m.Run())
+	os.Exit(code)
 }
 
-func child() int {
-	// Before anything of ours opens a descriptor: which are open beyond 0-4?
-	var extra []string
-	for fd := 0; fd < 256; fd++ {
-		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil && fd > 4 {
-			link, _ := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd))
-			extra = append(extra, fmt.Sprint(fd, link))
-		}
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "extra fds=[%s]\n", strings.Join(extra, ","))
-	for _, ns := range []string{"user", "pid", "mnt", "net", "ipc", "uts"} {
-		link, _ := os.Readlink("/proc/self/ns/" + ns)
-		fmt.Fprintf(&b, "%s=%s\n", ns, link)
-	}
-	uidMap, _ := os.ReadFile("/proc/self/uid_map")
-	fmt.Fprintf(&b, "pid=%d uid=%d gid=%d sid=%d\n", os.Getpid(), os.Getuid(), os.Getgid(), mustSid())
-	fmt.Fprintf(&b, "uid_map=%s\n", strings.Join(strings.Fields(string(uidMap)), " "))
-	stdin, _ := os.Readlink("/proc/self/fd/0")
-	fmt.Fprintf(&b, "stdin=%s env=%s\n", stdin, strings.Join(os.Environ(), ","))
-	if os.Getenv("SPAWNER_TEST_CGROUP") != "" {
-		cg, _ := os.ReadFile("/proc/self/cgroup")
-		fmt.Fprintf(&b, "cgroup-at-start=%s\n", cg)
-	}
-	os.Stdout.WriteString(b.String())
-	os.NewFile(4, "fd4").WriteString("fd4 ok\n")
-	// Block until the test closes our fd 3 (or kills us).
-	_, _ = io.ReadAll(os.NewFile(3, "fd3"))
-	return 0
-}
-
-func mustSid() int {
-	sid, _ := unix.Getsid(0)
-	return sid
-}
-
-// startTestSpawner builds the helper and copies the test binary where an
-// unprivileged mapped uid can execute it.
-func startTestSpawner(t *testing.T) (*Spawner, string) {
+// startTestSpawner starts the helper built from the embedded sources.
+func startTestSpawner(t *testing.T) *Spawner {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: maps the child to uid 1000000000")
 	}
-	dir, err := os.MkdirTemp("", "spawner-test-")
-	if err != nil {
-		t.Fatal(err)
+	testHelperOnce.Do(func() {
+		if testHelperDir, testHelperErr = os.MkdirTemp("", "spawner-test-"); testHelperErr == nil {
+			testHelper, testHelperErr = Build(filepath.Join(testHelperDir, BinaryName))
+		}
+	})
+	if testHelperErr != nil {
+		t.Fatal(testHelperErr)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	helper, err := Build(filepath.Join(dir, BinaryName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	self, _ := os.Executable()
-	data, err := os.ReadFile(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	program := filepath.Join(dir, "child")
-	if err := os.WriteFile(program, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	s, err := Start(helper)
+	s, err := Start(testHelper)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return s, program
+	return s
 }
 
 type childPipes struct {
@@ -127,56 +86,111 @@ func newChildPipes(t *testing.T) *childPipes {
 	return &p
 }
 
-// noCgroupFiles keeps the child's Go runtime from holding the host's cgroup
-// CPU files open (it would otherwise, to size GOMAXPROCS).
-const noCgroupFiles = "GODEBUG=containermaxprocs=0,updatemaxprocs=0"
+// closeChildEnds closes the ends the child holds copies of.
+func (p *childPipes) closeChildEnds() {
+	for _, f := range []*os.File{p.outW, p.errW, p.statusW, p.ctlR} {
+		f.Close()
+	}
+}
 
-// runChild spawns r with p's pipes, lets the child finish (its fd 3 is
-// closed at once) and returns what it wrote to fds 1, 2 and 4.
-func runChild(t *testing.T, s *Spawner, r Request, p *childPipes) (stdout, stderr, fd4 string) {
+const namespaces = syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | syscall.CLONE_NEWNS | syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS
+
+func initRequest(p *childPipes) Request {
+	return Request{CloneFlags: namespaces, UIDMap: "0 1000000000 65536\n", GIDMap: "0 1000000000 65536\n",
+		Stdout: p.outW, Stderr: p.errW, Control: p.ctlR, Status: p.statusW}
+}
+
+// spawnInit starts an init that waits (its control pipe stays open) until
+// the test ends.
+func spawnInit(t *testing.T, s *Spawner, r Request, p *childPipes) *Process {
 	t.Helper()
 	proc, err := s.Spawn(context.Background(), r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []*os.File{p.outW, p.errW, p.statusW, p.ctlR, p.ctl} {
-		f.Close() // the child holds its own copies; closing ctl lets it exit
+	p.closeChildEnds()
+	t.Cleanup(func() {
+		proc.Kill()
+		proc.Wait()
+	})
+	return proc
+}
+
+// procFile reads /proc/PID/name.
+func procFile(t *testing.T, pid int, name string) string {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, name))
+	if err != nil {
+		t.Fatal(err)
 	}
-	out, _ := io.ReadAll(p.out)
-	errOut, _ := io.ReadAll(p.errR)
-	status, _ := io.ReadAll(p.status)
-	proc.Wait()
-	return string(out), string(errOut), string(status)
+	return string(data)
 }
 
-const namespaces = syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | syscall.CLONE_NEWNS | syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS
-
-func childRequest(program string, p *childPipes) Request {
-	return Request{Path: program, Argv: []string{"child"}, Env: []string{childMode, "K=v", noCgroupFiles},
-		CloneFlags: namespaces, UIDMap: "0 1000000000 65536\n", GIDMap: "0 1000000000 65536\n",
-		Stdout: p.outW, Stderr: p.errW, FD3: p.ctlR, FD4: p.statusW}
+// statusField is a field of /proc/PID/status, its values joined by spaces.
+func statusField(t *testing.T, pid int, field string) string {
+	t.Helper()
+	for _, line := range strings.Split(procFile(t, pid, "status"), "\n") {
+		if name, value, ok := strings.Cut(line, ":"); ok && name == field {
+			return strings.Join(strings.Fields(value), " ")
+		}
+	}
+	t.Fatalf("/proc/%d/status has no %s", pid, field)
+	return ""
 }
 
-// A spawned child is pid 1 of new namespaces, root inside mapped to the
+// pipeLink is how /proc names the pipe f is an end of.
+func pipeLink(t *testing.T, f *os.File) string {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("pipe:[%d]", st.Ino)
+}
+
+// A spawned init is pid 1 of new namespaces, root inside mapped to the
 // given uid outside, in a session of its own, with exactly fds 0-4 (0 on
-// /dev/null) and exactly the environment asked for.
+// /dev/null, 1-4 the pipes asked for) and none of the engine's environment.
 func TestSpawnedChildIsIsolated(t *testing.T) {
-	s, program := startTestSpawner(t)
+	s := startTestSpawner(t)
 	p := newChildPipes(t)
-	got, _, status := runChild(t, s, childRequest(program, p), p)
+	proc := spawnInit(t, s, initRequest(p), p)
 	for _, ns := range []string{"user", "pid", "mnt", "net", "ipc", "uts"} {
 		mine, _ := os.Readlink("/proc/self/ns/" + ns)
-		if !strings.Contains(got, ns+"=") || strings.Contains(got, ns+"="+mine+"\n") {
-			t.Errorf("child shares our %s namespace (%s):\n%s", ns, mine, got)
+		theirs, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", proc.Pid, ns))
+		if err != nil || theirs == mine {
+			t.Errorf("child shares our %s namespace (%s, %v)", ns, mine, err)
 		}
 	}
-	for _, want := range []string{"pid=1 uid=0 gid=0 sid=1", "uid_map=0 1000000000 65536", "extra fds=[]", "stdin=/dev/null env=" + childMode + ",K=v," + noCgroupFiles + "\n"} {
-		if !strings.Contains(got, want) {
-			t.Errorf("child output lacks %q:\n%s", want, got)
-		}
+	if got := statusField(t, proc.Pid, "NSpid"); got != fmt.Sprintf("%d 1", proc.Pid) {
+		t.Errorf("NSpid %q: not pid 1 of its own pid namespace", got)
 	}
-	if status != "fd4 ok\n" {
-		t.Errorf("fd 4 got %q", status)
+	if got := statusField(t, proc.Pid, "NSsid"); got != fmt.Sprintf("%d 1", proc.Pid) {
+		t.Errorf("NSsid %q: not in a session of its own", got)
+	}
+	if got := strings.Join(strings.Fields(procFile(t, proc.Pid, "uid_map")), " "); got != "0 1000000000 65536" {
+		t.Errorf("uid_map %q", got)
+	}
+	if got := statusField(t, proc.Pid, "Uid"); got != "1000000000 1000000000 1000000000 1000000000" {
+		t.Errorf("Uid %q: not root of its user namespace", got)
+	}
+	want := map[string]string{"0": "/dev/null", "1": pipeLink(t, p.out), "2": pipeLink(t, p.errR), "3": pipeLink(t, p.ctl), "4": pipeLink(t, p.status)}
+	entries, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", proc.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		link, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", proc.Pid, e.Name()))
+		if want[e.Name()] != link {
+			t.Errorf("fd %s is %q, want %q", e.Name(), link, want[e.Name()])
+		}
+		delete(want, e.Name())
+	}
+	if len(want) > 0 {
+		t.Errorf("fds missing: %v", want)
+	}
+	if env := procFile(t, proc.Pid, "environ"); env != "" {
+		t.Errorf("init's environment is %q, want empty", env)
 	}
 }
 
@@ -204,59 +218,47 @@ func userNamespaceOwner(t *testing.T, pid int) uint32 {
 // still wrote its maps, and the helper is root again afterwards and keeps
 // serving; without it, root owns the namespace.
 func TestSpawnGivesUserNamespaceItsOwner(t *testing.T) {
-	s, program := startTestSpawner(t)
+	s := startTestSpawner(t)
 	const owner = 1_100_000_123
 	for _, want := range []uint32{owner, 0} {
 		p := newChildPipes(t)
-		r := childRequest(program, p)
+		r := initRequest(p)
 		r.OwnerUID = want
-		proc, err := s.Spawn(context.Background(), r)
-		if err != nil {
-			t.Fatal(err)
-		}
+		proc := spawnInit(t, s, r, p)
 		if got := userNamespaceOwner(t, proc.Pid); got != want {
 			t.Errorf("owner %d, want %d", got, want)
 		}
-		for _, f := range []*os.File{p.outW, p.errW, p.statusW, p.ctlR, p.ctl} {
-			f.Close()
+		if got := strings.Join(strings.Fields(procFile(t, proc.Pid, "uid_map")), " "); got != "0 1000000000 65536" {
+			t.Errorf("child with owner %d: uid_map %q", want, got)
 		}
-		out, _ := io.ReadAll(p.out)
-		proc.Wait()
-		if !strings.Contains(string(out), "pid=1 uid=0 gid=0") || !strings.Contains(string(out), "uid_map=0 1000000000 65536") {
-			t.Errorf("child with owner %d saw:\n%s", want, out)
+		if got := statusField(t, proc.Pid, "NSpid"); got != fmt.Sprintf("%d 1", proc.Pid) {
+			t.Errorf("child with owner %d: NSpid %q", want, got)
 		}
-		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.Pid()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !strings.Contains(string(status), "Uid:\t0\t0\t0\t0\n") {
-			t.Errorf("the helper is not root again after a spawn with owner %d:\n%s", want, status)
+		if got := statusField(t, s.Pid(), "Uid"); got != "0 0 0 0" {
+			t.Errorf("the helper is not root again after a spawn with owner %d: Uid %q", want, got)
 		}
 	}
 }
 
-// An exec failure names the step and errno, and the helper keeps serving.
-func TestSpawnReportsExecFailure(t *testing.T) {
-	s, program := startTestSpawner(t)
+// A failed step is named with its errno, and the helper keeps serving.
+func TestSpawnReportsFailedStep(t *testing.T) {
+	s := startTestSpawner(t)
 	p := newChildPipes(t)
-	r := childRequest(filepath.Join(filepath.Dir(program), "missing"), p)
+	r := initRequest(p)
+	r.CgroupProcs = []string{filepath.Join(t.TempDir(), "no-such-group", "cgroup.procs")}
 	_, err := s.Spawn(context.Background(), r)
-	if err == nil || !strings.Contains(err.Error(), "execve") || !errors.Is(err, syscall.ENOENT) {
-		t.Fatalf("want an execve ENOENT error, got %v", err)
+	if err == nil || !strings.Contains(err.Error(), "join cgroup") || !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("want a join cgroup ENOENT error, got %v", err)
 	}
-	proc, err := s.Spawn(context.Background(), childRequest(program, newChildPipes(t)))
-	if err != nil {
-		t.Fatalf("helper stopped serving after a failed spawn: %v", err)
-	}
-	proc.Kill()
-	proc.Wait()
+	p2 := newChildPipes(t)
+	spawnInit(t, s, initRequest(p2), p2)
 }
 
-// Kill ends a child that would otherwise wait forever, and Wait sees it.
+// Kill ends an init that would otherwise wait forever, and Wait sees it.
 func TestKillAndWait(t *testing.T) {
-	s, program := startTestSpawner(t)
+	s := startTestSpawner(t)
 	p := newChildPipes(t)
-	proc, err := s.Spawn(context.Background(), childRequest(program, p))
+	proc, err := s.Spawn(context.Background(), initRequest(p))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +289,7 @@ func TestKillAndWait(t *testing.T) {
 
 // With JoinNetNS the child is born in the given network namespace.
 func TestSpawnJoinsNetworkNamespace(t *testing.T) {
-	s, program := startTestSpawner(t)
+	s := startTestSpawner(t)
 	netns := make(chan int, 1)
 	go func() {
 		// This thread enters a new network namespace and never leaves it;
@@ -312,37 +314,36 @@ func TestSpawnJoinsNetworkNamespace(t *testing.T) {
 	if err := unix.Fstat(fd, &st); err != nil {
 		t.Fatal(err)
 	}
+	joined := fmt.Sprintf("net:[%d]", st.Ino)
 	p := newChildPipes(t)
-	r := childRequest(program, p)
+	r := initRequest(p)
 	r.CloneFlags &^= syscall.CLONE_NEWNET
 	r.JoinNetNS, r.NetNSFD = true, fd
-	out, stderr, _ := runChild(t, s, r, p)
-	if len(out) == 0 {
-		t.Logf("child stderr: %s", stderr)
-	}
-	if want := fmt.Sprintf("net=net:[%d]\n", st.Ino); !strings.Contains(out, want) {
-		t.Errorf("child not in the given network namespace (want %q):\n%s", want, out)
+	proc := spawnInit(t, s, r, p)
+	if got, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", proc.Pid)); got != joined {
+		t.Errorf("child in network namespace %s, want %s", got, joined)
 	}
 	// The helper went home: the next child gets a new namespace again.
 	p2 := newChildPipes(t)
-	out2, _, _ := runChild(t, s, childRequest(program, p2), p2)
-	if strings.Contains(out2, fmt.Sprintf("net=net:[%d]\n", st.Ino)) {
-		t.Errorf("a later child was born in the joined namespace too:\n%s", out2)
+	proc2 := spawnInit(t, s, initRequest(p2), p2)
+	if got, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", proc2.Pid)); got == joined {
+		t.Errorf("a later child was born in the joined namespace too")
 	}
 }
 
 // A closed spawner refuses further requests instead of hanging.
 func TestClosedSpawnerRefuses(t *testing.T) {
-	s, program := startTestSpawner(t)
+	s := startTestSpawner(t)
 	s.Close()
-	if _, err := s.Spawn(context.Background(), childRequest(program, newChildPipes(t))); err == nil {
+	if _, err := s.Spawn(context.Background(), initRequest(newChildPipes(t))); err == nil {
 		t.Fatal("a closed spawner spawned")
 	}
 }
 
-// The child is in its cgroups before it executes anything.
-func TestSpawnJoinsCgroupsBeforeExec(t *testing.T) {
-	s, program := startTestSpawner(t)
+// The child is in its cgroups before init does anything: while it still
+// waits for its setup.
+func TestSpawnJoinsCgroupsBeforeInit(t *testing.T) {
+	s := startTestSpawner(t)
 	m, err := cgroups.New(fmt.Sprintf("scratchrun-spawner-test-%d", os.Getpid()))
 	if err != nil {
 		t.Skipf("no writable cgroup: %v", err)
@@ -354,38 +355,52 @@ func TestSpawnJoinsCgroupsBeforeExec(t *testing.T) {
 	}
 	defer g.Destroy()
 	p := newChildPipes(t)
-	r := childRequest(program, p)
-	r.Env = append(r.Env, "SPAWNER_TEST_CGROUP=1")
+	r := initRequest(p)
 	r.CgroupProcs = g.ProcsFiles()
-	out, _, _ := runChild(t, s, r, p)
-	if !strings.Contains(out, "cgroup-at-start=") || !strings.Contains(out, fmt.Sprintf("scratchrun-spawner-test-%d/child", os.Getpid())) {
-		t.Errorf("child was not in its cgroup when it started:\n%s", out)
+	proc, err := s.Spawn(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
 	}
+	p.closeChildEnds()
+	cg := procFile(t, proc.Pid, "cgroup")
+	if !strings.Contains(cg, fmt.Sprintf("scratchrun-spawner-test-%d/child", os.Getpid())) {
+		t.Errorf("init was not in its cgroup when it started:\n%s", cg)
+	}
+	if !slices.Contains(g.Procs(), proc.Pid) {
+		t.Errorf("the group does not hold init (%d): %v", proc.Pid, g.Procs())
+	}
+	proc.Kill()
+	proc.Wait()
 }
 
-// Requests that would not isolate the child are refused.
+// Requests that would not isolate the child are refused, and so are those
+// without a namespace init needs (a shared IPC namespace would reach the
+// host's System V IPC).
 func TestSpawnRefusesWeakRequests(t *testing.T) {
-	s, program := startTestSpawner(t)
+	s := startTestSpawner(t)
 	for name, flags := range map[string]uintptr{
-		"no user namespace": namespaces &^ syscall.CLONE_NEWUSER,
-		"no pid namespace":  namespaces &^ syscall.CLONE_NEWPID,
-		"CLONE_VM":          namespaces | syscall.CLONE_VM,
+		"no user namespace":    namespaces &^ syscall.CLONE_NEWUSER,
+		"no pid namespace":     namespaces &^ syscall.CLONE_NEWPID,
+		"no mount namespace":   namespaces &^ syscall.CLONE_NEWNS,
+		"no ipc namespace":     namespaces &^ syscall.CLONE_NEWIPC,
+		"no uts namespace":     namespaces &^ syscall.CLONE_NEWUTS,
+		"no network namespace": namespaces &^ syscall.CLONE_NEWNET,
+		"CLONE_VM":             namespaces | syscall.CLONE_VM,
 	} {
-		r := childRequest(program, newChildPipes(t))
+		p := newChildPipes(t)
+		r := initRequest(p)
 		r.CloneFlags = flags
 		if proc, err := s.Spawn(context.Background(), r); err == nil {
 			proc.Kill()
 			proc.Wait()
 			t.Errorf("%s: spawned", name)
+		} else if !strings.Contains(err.Error(), "malformed request") {
+			t.Errorf("%s: %v", name, err)
 		}
 	}
 	// And the helper still serves good ones.
-	proc, err := s.Spawn(context.Background(), childRequest(program, newChildPipes(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	proc.Kill()
-	proc.Wait()
+	p := newChildPipes(t)
+	spawnInit(t, s, initRequest(p), p)
 }
 
 // A helper of another protocol version is refused at Start.
@@ -394,7 +409,7 @@ func TestStartRefusesOtherProtocol(t *testing.T) {
 		t.Skip("needs root")
 	}
 	dir := t.TempDir()
-	for _, name := range sourceFiles {
+	for _, name := range sourceFiles() {
 		data, err := sources.ReadFile("c/" + name)
 		if err != nil {
 			t.Fatal(err)
@@ -411,8 +426,8 @@ func TestStartRefusesOtherProtocol(t *testing.T) {
 		}
 	}
 	bin := filepath.Join(dir, "old")
-	if out, err := exec.Command("cc", "-O2", "-o", bin, filepath.Join(dir, "spawn.c"), filepath.Join(dir, "init.c")).CombinedOutput(); err != nil {
-		t.Fatalf("cc: %v: %s", err, out)
+	if out, err := exec.Command("/bin/sh", filepath.Join(dir, "build.sh"), bin).CombinedOutput(); err != nil {
+		t.Fatalf("build.sh: %v: %s", err, out)
 	}
 	if s, err := Start(bin); err == nil {
 		s.Close()

@@ -15,11 +15,10 @@
 //   reply:    struct reply, with the child's pidfd (SCM_RIGHTS) on success.
 // One request at a time. The child joins its cgroups (written here while it
 // waits, so no pid can have been recycled and everything init does is
-// charged to the sandbox), then becomes init: it runs the built-in sandbox
-// init (init.c) when the request asks for it, which is how the engine
-// starts every namespaces sandbox, or executes the requested program. The
-// reply comes once it has (or has failed to). The program exits when the engine closes the socket,
-// and dies with the engine (PR_SET_PDEATHSIG); each child dies with it.
+// charged to the sandbox), then becomes the sandbox's init (init.c) without
+// an exec; the reply comes once it has (or has failed to). The program exits
+// when the engine closes the socket, and dies with the engine
+// (PR_SET_PDEATHSIG); each child dies with it.
 #define _GNU_SOURCE
 #include <errno.h>
 #include <dirent.h>
@@ -40,37 +39,31 @@
 #include "init.h"
 
 #define SOCKET_FD 3
-#define PROTOCOL_VERSION 4
+#define PROTOCOL_VERSION 5
 #define MAX_REQUEST (256 * 1024)
 #define CHILD_FDS 4 // stdout, stderr, fd 3, fd 4
 
-#ifndef CLOSE_RANGE_CLOEXEC
-#define CLOSE_RANGE_CLOEXEC (1U << 2)
-#endif
-
-// Namespaces a request may ask for, and those it must; the built-in init
-// builds a whole sandbox and must get every one (the network one may be
-// joined instead).
+// Namespaces a request may ask for, and those it must: init builds a whole
+// sandbox and must get every one (the network one may be joined instead; the
+// cgroup one init makes itself, once it is in its cgroup).
 #define ALLOWED_FLAGS (CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP)
-#define REQUIRED_FLAGS (CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS)
-#define BUILTIN_INIT_FLAGS (CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS)
+#define REQUIRED_FLAGS (CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS)
 
-// request is followed by NUL-terminated strings: the program path, the
-// uid_map text, the gid_map text, cgroupc cgroup.procs paths, then argc
-// arguments and envc environment entries (the path, arguments and
-// environment are unused for the built-in init).
+// MAX_CGROUPS bounds the cgroup.procs files of a request (one per
+// hierarchy).
+#define MAX_CGROUPS 8
+
+// request is followed by NUL-terminated strings: the uid_map text, the
+// gid_map text, then cgroupc cgroup.procs paths. The Go side mirrors it
+// (spawner.go's request), and TestRequestLayoutMatchesC checks the two.
 struct request {
 	uint32_t version;
 	uint32_t want_netns;     // 1: the last descriptor is a netns to be born in
 	uint64_t clone_flags;    // CLONE_NEW* namespaces
 	uint32_t deny_setgroups; // write "deny" to setgroups (unprivileged maps)
-	uint32_t argc;
-	uint32_t envc;
 	uint32_t strings_len;
 	uint32_t cgroupc;
-	uint32_t builtin_init; // 1: run sandbox_init instead of executing a program
-	uint32_t owner_uid;    // not 0: the user namespace's owner (see clone_as)
-	uint32_t reserved;     // 0
+	uint32_t owner_uid; // not 0: the user namespace's owner (see clone_as)
 };
 
 struct reply {
@@ -139,12 +132,11 @@ static int write_file(const char *path, const char *data) {
 	return w == (ssize_t)n ? 0 : -1;
 }
 
-// cloexec_from marks every descriptor from first on close-on-exec, or closes
-// them when close_now is set: close_range where the kernel has it (5.11),
-// else by listing them, in passes (the listing holds a descriptor of its
-// own) until one finds nothing left to do.
-static int cloexec_from(int first, int close_now) {
-	if (syscall(SYS_close_range, first, ~0U, close_now ? 0 : CLOSE_RANGE_CLOEXEC) == 0)
+// close_from closes every descriptor from first on: close_range where the
+// kernel has it (5.11), else by listing them, in passes (the listing holds
+// a descriptor of its own) until one finds nothing left to close.
+static int close_from(int first) {
+	if (syscall(SYS_close_range, first, ~0U, 0) == 0)
 		return 0;
 	for (int pass = 0; pass < 64; pass++) {
 		DIR *d = opendir("/proc/self/fd");
@@ -154,30 +146,25 @@ static int cloexec_from(int first, int close_now) {
 		int fds[1024], n = 0;
 		while ((e = readdir(d)) && n < 1024) {
 			int fd = atoi(e->d_name);
-			if (fd >= first && fd != dirfd(d) && (close_now || fcntl(fd, F_GETFD) != FD_CLOEXEC))
+			if (fd >= first && fd != dirfd(d))
 				fds[n++] = fd;
 		}
 		closedir(d);
 		if (n == 0)
 			return 0;
-		for (int i = 0; i < n; i++) {
-			if (close_now)
-				close(fds[i]);
-			else
-				fcntl(fds[i], F_SETFD, FD_CLOEXEC);
-		}
+		for (int i = 0; i < n; i++)
+			close(fds[i]);
 	}
 	errno = EMFILE;
 	return -1;
 }
 
-// child runs in the new namespaces until it executes init or becomes the
-// built-in one. It is a plain fork of this process (a raw clone: glibc's
-// fork handlers did not run), so it may use malloc and stdio only because
-// this program is single-threaded and holds no lock while it clones: keep it
+// child runs in the new namespaces until it becomes the sandbox's init. It
+// is a plain fork of this process (a raw clone: glibc's fork handlers did
+// not run), so it may use malloc and stdio only because this program is
+// single-threaded and holds no lock while it clones: keep it
 // single-threaded.
-static void child(int sync_r, int err_w, int fds[CHILD_FDS], const struct request *req,
-                  const char *path, char **argv, char **envp) {
+static void child(int sync_r, int err_w, int fds[CHILD_FDS], const struct request *req) {
 	char go;
 	int err = 0;
 	const char *step = "";
@@ -206,14 +193,15 @@ static void child(int sync_r, int err_w, int fds[CHILD_FDS], const struct reques
 		step = "pdeathsig";
 		goto fail;
 	}
-	// The parent keeps its end open until we have executed: if it died
-	// before the line above, the death signal was never armed; stop here.
+	// The parent keeps its end open until we run init: if it died before
+	// the line above, the death signal was never armed; stop here.
 	struct pollfd parent = {.fd = sync_r, .events = POLLIN};
 	if (poll(&parent, 1, 0) != 0)
 		_exit(127);
 	close(sync_r);
 	// Move the received descriptors clear of 0-4 first, then into place
-	// (dup2 clears close-on-exec on the copies).
+	// (dup2 clears close-on-exec on the copies; init marks its control and
+	// status descriptors itself, so that only 0-2 reach user code).
 	int high[CHILD_FDS];
 	for (int i = 0; i < CHILD_FDS; i++) {
 		high[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 16);
@@ -242,24 +230,15 @@ static void child(int sync_r, int err_w, int fds[CHILD_FDS], const struct reques
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	for (int s = 1; s < NSIG; s++)
-		signal(s, SIG_DFL); // ignored signals would stay ignored across exec
-	if (req->builtin_init) {
-		// Nothing else of ours stays open in init; closing the error pipe
-		// tells the parent that init runs.
-		if (cloexec_from(CHILD_FDS + 1, 1) < 0) {
-			step = "close descriptors";
-			goto fail;
-		}
-		prctl(PR_SET_NAME, "init");
-		sandbox_init();
-	}
-	// Nothing else of ours reaches init (the error pipe closes on exec).
-	if (cloexec_from(CHILD_FDS + 1, 0) < 0) {
-		step = "mark descriptors close-on-exec";
+		signal(s, SIG_DFL); // what init starts must find every signal at its default
+	// Nothing else of ours stays open in init; closing the error pipe
+	// tells the parent that init runs.
+	if (close_from(CHILD_FDS + 1) < 0) {
+		step = "close descriptors";
 		goto fail;
 	}
-	execve(path, argv, envp);
-	step = "execve";
+	prctl(PR_SET_NAME, "init");
+	sandbox_init();
 fail:
 	err = errno;
 	{
@@ -299,52 +278,34 @@ static int spawn(void) {
 	}
 	int result = 0;
 	struct request req;
-	char *path, *uid_map, *gid_map;
-	char *cgroups[8], *argv[256], *envp[1024];
+	// The strings: uid_map, gid_map, then the cgroup.procs paths.
+	char *strs[2 + MAX_CGROUPS];
 	if ((size_t)n < sizeof req || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
 		result = send_reply(0, EINVAL, "request truncated", -1);
 		goto done;
 	}
 	memcpy(&req, buf, sizeof req);
-	if (req.version != PROTOCOL_VERSION || req.strings_len != n - sizeof req || req.builtin_init > 1 || req.reserved != 0 ||
-	    (req.owner_uid && !(req.clone_flags & CLONE_NEWUSER)) ||
-	    (req.argc == 0 && !req.builtin_init) ||
-	    req.argc >= 256 || req.envc >= 1024 || req.cgroupc > 8 ||
+	if (req.version != PROTOCOL_VERSION || req.strings_len != n - sizeof req ||
+	    (req.owner_uid && !(req.clone_flags & CLONE_NEWUSER)) || req.cgroupc > MAX_CGROUPS ||
 	    nfds != CHILD_FDS + (req.want_netns ? 1 : 0) || buf[n - 1] != 0 ||
 	    (req.clone_flags & ~(uint64_t)ALLOWED_FLAGS) || (req.clone_flags & REQUIRED_FLAGS) != REQUIRED_FLAGS ||
-	    (req.want_netns && (req.clone_flags & CLONE_NEWNET)) ||
-	    (req.builtin_init && ((req.clone_flags & BUILTIN_INIT_FLAGS) != BUILTIN_INIT_FLAGS ||
-	                          !(req.want_netns || (req.clone_flags & CLONE_NEWNET))))) {
+	    (req.want_netns && (req.clone_flags & CLONE_NEWNET)) || !(req.want_netns || (req.clone_flags & CLONE_NEWNET))) {
 		result = send_reply(0, EINVAL, "malformed request", -1);
 		goto done;
 	}
 	{
 		char *p = buf + sizeof req, *end = buf + n;
-		char **slots[3] = {&path, &uid_map, &gid_map};
-		for (int i = 0; i < 3; i++) {
+		for (uint32_t i = 0; i < 2 + req.cgroupc; i++) {
 			if (p >= end) {
 				result = send_reply(0, EINVAL, "missing strings", -1);
 				goto done;
 			}
-			*slots[i] = p;
+			strs[i] = p;
 			p += strlen(p) + 1;
 		}
-		for (uint32_t i = 0; i < req.cgroupc + req.argc + req.envc; i++) {
-			if (p >= end) {
-				result = send_reply(0, EINVAL, "missing strings", -1);
-				goto done;
-			}
-			if (i < req.cgroupc)
-				cgroups[i] = p;
-			else if (i < req.cgroupc + req.argc)
-				argv[i - req.cgroupc] = p;
-			else
-				envp[i - req.cgroupc - req.argc] = p;
-			p += strlen(p) + 1;
-		}
-		argv[req.argc] = NULL;
-		envp[req.envc] = NULL;
 	}
+	const char *uid_map = strs[0], *gid_map = strs[1];
+	char **cgroups = strs + 2;
 
 	int sync_pipe[2], err_pipe[2];
 	if (pipe2(sync_pipe, O_CLOEXEC) < 0) {
@@ -365,7 +326,7 @@ static int spawn(void) {
 	if (pid == 0) {
 		close(sync_pipe[1]);
 		close(err_pipe[0]);
-		child(sync_pipe[0], err_pipe[1], fds, &req, path, argv, envp);
+		child(sync_pipe[0], err_pipe[1], fds, &req);
 	}
 	int clone_errno = errno;
 	// Stuck in a sandbox's network namespace: stop rather than serve from
@@ -419,8 +380,7 @@ static int spawn(void) {
 		goto close_pipes;
 	}
 	(void)!write(sync_pipe[1], "g", 1);
-	// EOF: the child executed init (the pipe closed on exec) or runs the
-	// built-in one (which closed it).
+	// EOF: the child runs init (which closed the pipe).
 	struct reply failed;
 	ssize_t got;
 	do

@@ -1,0 +1,15 @@
+// Package goinit is the Go sandbox init: pid 1 of a gVisor sandbox inside
+// runsc (and, later, the guest agent of a microVM sandbox). It finishes the
+// sandbox's file systems, waits for the one job, locks itself and the job
+// down (capabilities, a seccomp program it is given), runs the job or hands
+// it to a pre-started interpreter, enforces the timeout, reaps everything,
+// collects return files and reports, in the protocol of package initproto.
+// The namespaces backend's init speaks the same protocol but is C
+// (namespaces/spawner/c), run by the spawner helper without an exec.
+//
+// It is not part of any backend: backends start it (cmd/scratchrun-init is
+// its main), none imports another's. It is kept small on purpose (standard
+// library and x/sys only): it starts once per sandbox, and every package a
+// binary links adds start-up work. It must never trust what user code left
+// behind.
+package goinit

@@ -1,0 +1,14 @@
+// Package hostside is what every sandbox backend does from outside its
+// sandboxes, whatever runs them: the pipes to a sandbox's init and the
+// engine's side of the init protocol (package initproto) with its time
+// limits (Conn), the setup every init gets (Setup, Confinement), copying the
+// sandbox's output to the job's writers, turning init's report into an
+// Outcome, readying a sandbox's cgroup for its job, the engine instance
+// names that tell a dead engine's leftovers from a live one's, and the copy
+// of the Go init a backend executes.
+//
+// A backend leaf (namespaces, gvisor, ...) adds only what is its own: how a
+// sandbox is started, killed and waited for. Everything an init says is
+// untrusted here: messages are bounded in size and time, and a silent init
+// is killed.
+package hostside

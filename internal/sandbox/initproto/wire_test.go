@@ -1,0 +1,105 @@
+package initproto
+
+import (
+	"bytes"
+	"encoding"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestWireRoundTrip(t *testing.T) {
+	msgs := []struct {
+		in  encoding.BinaryMarshaler
+		out encoding.BinaryUnmarshaler
+	}{
+		{SetupMessage{RootFS: "/img", MountDir: "/run/m", WritableBytes: 1 << 30, TmpBytes: 5, MaxInodes: 7, Hostname: "sandbox",
+			MapsGroups: true, CopyHome: true, LockDownEarly: true, DNS: []string{"192.0.2.53"}, MaskPaths: MaskedPaths, ReadOnlyPaths: ReadOnlyPaths, Seccomp: []byte{1, 2, 3, 4, 5, 6, 7, 8},
+			KeepCapabilities: []uintptr{0, 5, 63}, Prestart: &PrestartSpec{Argv: []string{"python3", "-c", "x"}, Env: []string{"A=b"}, Dir: "/code"},
+			UserNamespaceLimits: UserNamespaceLimits, Rlimits: KernelRlimits},
+			&SetupMessage{}},
+		{SetupMessage{JoinedNetwork: true}, &SetupMessage{}},
+		{ReadyMessage{Error: "mount: no"}, &ReadyMessage{}},
+		{ReadyMessage{Ready: true}, &ReadyMessage{}},
+		{JobMessage{Argv: []string{"python3", "/code/main.py"}, Env: []string{"X=1", ""}, Dir: "/code",
+			Files:       []JobFile{{Path: "/code/main.py", Data: []byte("print(1)")}, {Path: "/tmp/empty"}},
+			ReturnFiles: []string{"/tmp/a.png"}, MaxReturnBytes: 10 << 20, Timeout: 30 * time.Second}, &JobMessage{}},
+		{ResultMessage{Started: true, TimedOut: true, ProcessLimitHit: true, ExitCode: -1, Signal: 9, Duration: time.Second,
+			Files: map[string][]byte{"/tmp/a": []byte("xyz")}, Notes: []string{"n"}, Error: "e"}, &ResultMessage{}},
+	}
+	for _, m := range msgs {
+		var buf bytes.Buffer
+		if err := WriteMessage(&buf, m.in); err != nil {
+			t.Fatal(err)
+		}
+		if err := ReadMessage(&buf, 1<<20, m.out); err != nil {
+			t.Fatalf("%T: %v", m.in, err)
+		}
+		got := reflect.ValueOf(m.out).Elem().Interface()
+		want := m.in
+		if r, ok := want.(ResultMessage); ok && r.Files == nil {
+			r.Files = map[string][]byte{}
+			want = r
+		}
+		if j, ok := got.(JobMessage); ok {
+			// An empty input file decodes as empty, not nil.
+			for i := range j.Files {
+				if len(j.Files[i].Data) == 0 {
+					j.Files[i].Data = nil
+				}
+			}
+			got = j
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("round trip of %T:\n got %+v\nwant %+v", m.in, got, want)
+		}
+	}
+}
+
+func TestWireRefusesMalformed(t *testing.T) {
+	var buf bytes.Buffer
+	if err := WriteMessage(&buf, JobMessage{Argv: []string{"a"}}); err != nil {
+		t.Fatal(err)
+	}
+	frame := buf.Bytes()
+	var job JobMessage
+	if err := ReadMessage(bytes.NewReader(frame), 3, &job); err == nil || !strings.Contains(err.Error(), "over its limit") {
+		t.Errorf("oversized frame: %v", err)
+	}
+	if err := ReadMessage(bytes.NewReader(frame[:len(frame)-1]), 1<<20, &job); err == nil {
+		t.Error("a cut frame decoded")
+	}
+	// A list count far beyond the body must fail, not allocate.
+	if err := job.UnmarshalBinary([]byte{0xff, 0xff, 0xff, 0x7f}); err == nil {
+		t.Error("an impossible count decoded")
+	}
+	if err := (&ReadyMessage{}).UnmarshalBinary(append(make([]byte, 12), 0)); err == nil {
+		t.Error("trailing bytes were accepted")
+	}
+}
+
+// A setup of another protocol version is refused as such, before any of
+// its other fields is read.
+func TestSetupOfAnotherVersionIsRefused(t *testing.T) {
+	body, err := SetupMessage{RootFS: "/img", Hostname: "sandbox"}.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := binary.LittleEndian.Uint64(body); got != ProtocolVersion {
+		t.Fatalf("setup starts with %d, want the protocol version %d", got, ProtocolVersion)
+	}
+	binary.LittleEndian.PutUint64(body, ProtocolVersion+1)
+	var m SetupMessage
+	err = m.UnmarshalBinary(body)
+	var v *VersionError
+	if !errors.As(err, &v) || v.Got != ProtocolVersion+1 {
+		t.Fatalf("got %v, want a VersionError for version %d", err, ProtocolVersion+1)
+	}
+	if want := fmt.Sprintf("the engine speaks init protocol version %d and this init version %d", ProtocolVersion+1, ProtocolVersion); !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q does not say %q", err, want)
+	}
+}

@@ -1,0 +1,33 @@
+// Code generated from package initproto (initproto.CHeader); DO NOT EDIT.
+// Regenerate: go test ./internal/sandbox/namespaces/spawner -run TestInitHeaderIsCurrent -update
+#ifndef SCRATCHRUN_INITPROTO_H
+#define SCRATCHRUN_INITPROTO_H
+
+// ProtocolVersion: the first field of every setup message
+#define INIT_PROTOCOL_VERSION 1
+// ControlFD: engine -> init
+#define INIT_CONTROL_FD 3
+// StatusFD: init -> engine
+#define INIT_STATUS_FD 4
+// MaxSetupBytes
+#define INIT_MAX_SETUP_BYTES 4194304
+// MaxJobBytes
+#define INIT_MAX_JOB_BYTES 1073741824
+// SetupMessage.MapsGroups
+#define SETUP_MAPS_GROUPS 1
+// SetupMessage.JoinedNetwork
+#define SETUP_JOINED_NETWORK 2
+// SetupMessage.LockDownEarly
+#define SETUP_LOCK_DOWN_EARLY 4
+// SetupMessage.Prestart != nil
+#define SETUP_PRESTART 8
+// SetupMessage.CopyHome
+#define SETUP_COPY_HOME 16
+// ResultMessage.Started
+#define RESULT_STARTED 1
+// ResultMessage.TimedOut
+#define RESULT_TIMED_OUT 2
+// ResultMessage.ProcessLimitHit
+#define RESULT_PROCESS_LIMIT 4
+
+#endif

@@ -1,0 +1,20 @@
+// Running the sandbox's one job: staging its files, starting it (or handing
+// it to a pre-started interpreter), enforcing its timeout, reaping every
+// process, and reading the return files once nothing of it runs.
+#ifndef SCRATCHRUN_JOB_H
+#define SCRATCHRUN_JOB_H
+
+#include <sys/types.h>
+
+#include "wire.h"
+
+// prestarted is an interpreter started before the job, waiting on its fd 3.
+struct prestarted {
+	pid_t pid;
+	int control; // write end of the interpreter's fd 3
+};
+
+struct prestarted prestart(const struct setup *s);
+void run_job(const struct setup *s, struct job *j, struct prestarted *warm);
+
+#endif
