@@ -65,28 +65,6 @@ func UnenforcedWarning(unenforced []Limit, why string) string {
 	return s + "; " + joinWords(still) + " still are."
 }
 
-// UnenforcedNote is the sentence every result carries while some limits are
-// not enforced, so that a caller (a model, often) never reads a run that
-// stayed under no memory limit as one that did. Empty when all are enforced.
-func UnenforcedNote(unenforced []Limit) string {
-	unenforced = SortLimits(unenforced)
-	if len(unenforced) == 0 {
-		return ""
-	}
-	var names []string
-	for _, l := range unenforced {
-		names = append(names, limitWords[l])
-	}
-	s := "This host does not enforce the " + joinWords(names) + " limit"
-	if len(names) > 1 {
-		s += "s"
-	}
-	if slices.Contains(unenforced, LimitMemory) {
-		s += ": memory_mb was not applied and exceeding it does not end the program"
-	}
-	return s + "."
-}
-
 // joinWords joins "a", "a and b", "a, b and c".
 func joinWords(words []string) string {
 	switch len(words) {

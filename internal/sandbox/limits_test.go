@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"strings"
 	"testing"
 )
 
@@ -25,27 +24,6 @@ func TestUnenforcedWarningIsWhole(t *testing.T) {
 	for _, c := range cases {
 		if got := UnenforcedWarning(c.unenforced, c.why); got != c.want {
 			t.Errorf("UnenforcedWarning(%v, %q) =\n  %q\nwant\n  %q", c.unenforced, c.why, got, c.want)
-		}
-	}
-}
-
-// Every result's note names the limits that were not applied; the memory
-// one says what that means for memory_mb.
-func TestUnenforcedNote(t *testing.T) {
-	got := UnenforcedNote([]Limit{LimitProcesses, LimitMemory, LimitCPU})
-	want := "This host does not enforce the memory, process-count and CPU limits: memory_mb was not applied and exceeding it does not end the program."
-	if got != want {
-		t.Errorf("note %q, want %q", got, want)
-	}
-	if got := UnenforcedNote([]Limit{LimitCPU}); got != "This host does not enforce the CPU limit." {
-		t.Errorf("CPU only: %q", got)
-	}
-	if got := UnenforcedNote(nil); got != "" {
-		t.Errorf("all enforced: %q", got)
-	}
-	for _, l := range HostLimits {
-		if !strings.HasSuffix(UnenforcedNote([]Limit{l}), ".") {
-			t.Errorf("%s: not a sentence", l)
 		}
 	}
 }
