@@ -180,7 +180,11 @@ func (e *Engine) run(ctx context.Context, c execapi.Checked, rt images.Resolved,
 	if runErr != nil {
 		return execapi.Result{}, runErr
 	}
-	return e.result(c, outcome, teardown, stdout, stderr), nil
+	r := e.result(c, outcome, teardown, stdout, stderr)
+	if rt.Alias != "" {
+		r.AddNote(escapeNote(aliasNote(rt.Alias, rt.Runtime.Name, rt.Runtime.Version)))
+	}
+	return r, nil
 }
 
 // leased is a sandbox with what it holds: its network slot, if any.
@@ -355,6 +359,7 @@ func (e *Engine) result(c execapi.Checked, o sandbox.Outcome, t sandbox.Teardown
 	}
 	note(stdout.note("stdout"))
 	note(stderr.note("stderr"))
+	note(e.spaceNote(stdout, stderr))
 	for _, n := range o.Notes {
 		note(n)
 	}

@@ -32,14 +32,8 @@ func (s *Store) Import(name, tarPath string, command []string, file string, env 
 	if progress == nil {
 		progress = io.Discard
 	}
-	if err := ValidateName("name", name); err != nil {
+	if err := s.checkNewRuntimeName(name); err != nil {
 		return err
-	}
-	if _, ok := s.cat.runtime(name); ok {
-		return fmt.Errorf("name: %q is a catalog runtime; give the imported runtime another name", name)
-	}
-	if _, ok := s.cat.image(name); ok {
-		return fmt.Errorf("name: %q is a catalog image; give the imported runtime another name", name)
 	}
 	r := Runtime{Name: name, Image: name, Command: slices.Clone(command), File: file, Env: maps.Clone(env)}
 	if err := r.validate(); err != nil {

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"archive/tar"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+)
+
+// An operator pulls images from a registry (a real one, on loopback, serving
+// images built from the project's own image) and runs code in each: the
+// layers' whiteouts took effect, the image's environment is there, the
+// platform asked for was picked from an index, an image whose user is not
+// root runs, a second pull of the same digest downloads nothing, and an
+// alias says in its note what ran.
+func TestImagesPullAndRun(t *testing.T) {
+	base := projectRootfsLayer(t)
+	reg := newLoopbackRegistry(t)
+
+	files := []layerEntry{
+		{name: "opt/", typ: tar.TypeDir, mode: 0o755},
+		{name: "opt/keep", typ: tar.TypeReg, mode: 0o644, body: []byte("v1\n")},
+		{name: "opt/gone", typ: tar.TypeReg, mode: 0o644, body: []byte("deleted by the upper layer\n")},
+		{name: "opt/dir/", typ: tar.TypeDir, mode: 0o755},
+		{name: "opt/dir/a", typ: tar.TypeReg, mode: 0o644},
+		{name: "opt/dir/b", typ: tar.TypeReg, mode: 0o644},
+	}
+	upper := []layerEntry{
+		{name: "opt/", typ: tar.TypeDir, mode: 0o755},
+		{name: "opt/.wh.gone", typ: tar.TypeReg},
+		{name: "opt/keep", typ: tar.TypeReg, mode: 0o644, body: []byte("v2\n")},
+		{name: "opt/dir/", typ: tar.TypeDir, mode: 0o755},
+		{name: "opt/dir/.wh..wh..opq", typ: tar.TypeReg},
+		{name: "opt/dir/c", typ: tar.TypeReg, mode: 0o644},
+	}
+	cfg := v1.Config{Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "GREETING=from the image"}, WorkingDir: "/opt", Cmd: []string{"/bin/bash"}}
+	reg.push("team/layers:1", ociImage(t, "linux/amd64", cfg, append(slices.Clone(base), files...), upper))
+
+	arch := func(a string) []layerEntry {
+		return append(slices.Clone(base), layerEntry{name: "etc/arch", typ: tar.TypeReg, mode: 0o644, body: []byte(a + "\n")})
+	}
+	// Both carry this host's binaries, so that either runs here: the
+	// marker tells which one was picked.
+	reg.pushIndex("team/multi:1", ociImage(t, "linux/arm64/v8", v1.Config{}, arch("arm64")), ociImage(t, "linux/amd64", v1.Config{}, arch("amd64")))
+
+	home := append(slices.Clone(base),
+		layerEntry{name: "home/", typ: tar.TypeDir, mode: 0o755},
+		layerEntry{name: "home/app/", typ: tar.TypeDir, mode: 0o700, uid: 1000, gid: 1000},
+		layerEntry{name: "home/app/secret", typ: tar.TypeReg, mode: 0o600, uid: 1000, gid: 1000, body: []byte("the app's own file\n")})
+	reg.push("team/nonroot:1", ociImage(t, "linux/amd64", v1.Config{User: "app", Env: []string{"HOME=/home/app"}}, home))
+
+	dir := worldReadableTempDir(t)
+	t.Setenv("SCRATCHRUN_DATA_DIR", filepath.Join(dir, "data"))
+	pull := func(name, ref string, extra ...string) cliResult {
+		t.Helper()
+		args := append([]string{"images", "pull", name, reg.ref(ref), "--command", "/bin/bash {file}", "--file", "main.sh"}, extra...)
+		r := scratchrun(t, dir, "", args...)
+		if r.code != 0 {
+			t.Fatalf("pull %s: exit %d stderr %q", ref, r.code, r.stderr)
+		}
+		return r
+	}
+	run := func(runtime, code string) cliResult {
+		t.Helper()
+		return scratchrun(t, dir, "", "exec", "--runtime", runtime, "--code", code)
+	}
+
+	pull("layers", "team/layers:1", "--env", "EXTRA=from the operator")
+	r := run("layers", `cat /opt/keep; ls /opt/dir; [ -e /opt/gone ] && echo "gone is back"; echo "$GREETING / $EXTRA / $PATH"; pwd`)
+	if want := "v2\nc\nfrom the image / from the operator / /usr/local/bin:/usr/bin:/bin\n/tmp\n"; r.code != 0 || r.stdout != want {
+		t.Errorf("layers: exit %d stdout %q (want %q) stderr %q", r.code, r.stdout, want, r.stderr)
+	}
+
+	blobs := reg.blobs()
+	r = pull("layers-again", "team/layers:1")
+	if reg.blobs() != blobs || !strings.Contains(r.stderr, "nothing to download") {
+		t.Errorf("second pull of the same digest downloaded %d blobs: %q", reg.blobs()-blobs, r.stderr)
+	}
+
+	pull("multi", "team/multi:1")
+	pull("multi-arm", "team/multi:1", "--platform", "linux/arm64")
+	for rt, want := range map[string]string{"multi": "amd64\n", "multi-arm": "arm64\n"} {
+		if r := run(rt, "cat /etc/arch"); r.code != 0 || r.stdout != want {
+			t.Errorf("%s: exit %d stdout %q (want %q) stderr %q", rt, r.code, r.stdout, want, r.stderr)
+		}
+	}
+
+	r = pull("nonroot", "team/nonroot:1")
+	if !strings.Contains(r.stderr, `User "app" is not applied`) {
+		t.Errorf("pull does not say the image's user is not applied: %q", r.stderr)
+	}
+	r = run("nonroot", `id -u; cat /home/app/secret; echo "$HOME"`)
+	if want := "0\nthe app's own file\n/home/app\n"; r.code != 0 || r.stdout != want {
+		t.Errorf("nonroot: exit %d stdout %q (want %q) stderr %q", r.code, r.stdout, want, r.stderr)
+	}
+
+	r = scratchrun(t, dir, "", "images", "list")
+	for _, want := range []string{reg.ref("team/layers:1"), "layers,layers-again", reg.ref("team/multi:1") + " (linux/arm64/v8)", "pull"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("images list lacks %q:\n%s", want, r.stdout)
+		}
+	}
+
+	// Aliases: off until declared; then the note says what ran.
+	if r := run("python3.12", "echo hi"); r.code != 2 || !strings.Contains(r.stderr, "installed runtimes: ") {
+		t.Errorf("unknown runtime without an alias: exit %d stderr %q", r.code, r.stderr)
+	}
+	if r := scratchrun(t, dir, "", "images", "alias", "python3.12", "layers"); r.code != 0 {
+		t.Fatalf("alias: exit %d stderr %q", r.code, r.stderr)
+	}
+	r = run("python3.12", "cat /opt/keep")
+	if r.code != 0 || r.stdout != "v2\n" || !strings.Contains(r.stderr, "scratchrun: Runtime python3.12 is an alias the operator set for layers: the code ran with layers.") {
+		t.Errorf("through the alias: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if r := scratchrun(t, dir, "", "images", "list"); !strings.Contains(r.stdout, "python3.12\tlayers") {
+		t.Errorf("images list does not show the alias:\n%s", r.stdout)
+	}
+	if r := scratchrun(t, dir, "", "images", "alias", "--remove", "python3.12"); r.code != 0 {
+		t.Fatalf("alias --remove: exit %d stderr %q", r.code, r.stderr)
+	}
+	if r := run("python3.12", "echo hi"); r.code != 2 {
+		t.Errorf("removed alias still runs: exit %d", r.code)
+	}
+}
+
+// A pull that fails (here a layer corrupted on its way) says which layer,
+// exits 1, and leaves nothing behind.
+func TestImagesPullCorruptLayer(t *testing.T) {
+	reg := newLoopbackRegistry(t)
+	img := ociImage(t, "linux/amd64", v1.Config{}, projectRootfsLayer(t))
+	reg.push("team/broken:1", img)
+	layers, _ := img.Layers()
+	digest, _ := layers[0].Digest()
+	reg.corrupt = digest.String()
+
+	dir := worldReadableTempDir(t)
+	data := filepath.Join(dir, "data")
+	t.Setenv("SCRATCHRUN_DATA_DIR", data)
+	r := scratchrun(t, dir, "", "images", "pull", "broken", reg.ref("team/broken:1"), "--command", "/bin/bash {file}", "--file", "main.sh")
+	if r.code != 1 || !strings.Contains(r.stderr, "layer 1/1 "+digest.String()) {
+		t.Errorf("exit %d stderr %q", r.code, r.stderr)
+	}
+	var left []string
+	for _, sub := range []string{"images", "runtimes.d"} {
+		entries, _ := os.ReadDir(filepath.Join(data, sub))
+		for _, e := range entries {
+			if e.Name() != ".lock" {
+				left = append(left, sub+"/"+e.Name())
+			}
+		}
+	}
+	if len(left) != 0 {
+		t.Errorf("left behind: %v", left)
+	}
+	if r := scratchrun(t, dir, "", "images", "pull", "bad", "x", "--command", "/bin/bash", "--file", "main.sh"); r.code != 2 || !strings.Contains(r.stderr, "{file}") {
+		t.Errorf("bad command: exit %d stderr %q", r.code, r.stderr)
+	}
+}
