@@ -295,7 +295,7 @@ ls /usr/lib/node_modules/scratchrun-hello/index.js`)
 	// says why.
 	r = w.exec(t, []string{"SCRATCHRUN_WRITABLE_MB=16"}, append([]string{"--runtime", "bash", "--code", "pip install --quiet scratchrun-big"}, pipEnv...)...)
 	if r.code == 0 || !strings.Contains(r.stderr, "No space left on device") ||
-		!strings.Contains(r.stderr, "scratchrun: The program reported \"No space left on device\": a sandbox may write 128 MiB to /tmp (and as much to /code and to /dev/shm) and 16 MiB everywhere else") {
+		!strings.Contains(r.stderr, "scratchrun: note: The program reported \"No space left on device\": a sandbox may write 128 MiB to /tmp (and as much to /code and to /dev/shm) and 16 MiB everywhere else") {
 		t.Errorf("over the writable layer: exit %d stderr %q", r.code, r.stderr)
 	}
 }
@@ -310,7 +310,7 @@ func TestNoSpaceNote(t *testing.T) {
 		{"node20", "require('fs').writeFileSync('/usr/big', Buffer.alloc(32 << 20))"},
 	} {
 		r := scratchrun(t, t.TempDir(), "", "exec", "--runtime", c.runtime, "--memory-mb", "512", "--code", c.code)
-		want := "scratchrun: The program reported \"No space left on device\": a sandbox may write 128 MiB to /tmp (and as much to /code and to /dev/shm) and 16 MiB everywhere else"
+		want := "scratchrun: note: The program reported \"No space left on device\": a sandbox may write 128 MiB to /tmp (and as much to /code and to /dev/shm) and 16 MiB everywhere else"
 		if r.code == 0 || !strings.Contains(r.stderr, want) {
 			t.Errorf("%s: exit %d stderr %q", c.runtime, r.code, r.stderr)
 		}

@@ -113,7 +113,7 @@ func TestImagesPullAndRun(t *testing.T) {
 		t.Fatalf("alias: exit %d stderr %q", r.code, r.stderr)
 	}
 	r = run("python3.12", "cat /opt/keep")
-	if r.code != 0 || r.stdout != "v2\n" || !strings.Contains(r.stderr, "scratchrun: Runtime python3.12 is an alias the operator set for layers: the code ran with layers.") {
+	if r.code != 0 || r.stdout != "v2\n" || !strings.Contains(r.stderr, "scratchrun: note: Runtime python3.12 is an alias the operator set for layers: the code ran with layers.") {
 		t.Errorf("through the alias: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
 	}
 	if r := scratchrun(t, dir, "", "images", "list"); !strings.Contains(r.stdout, "python3.12\tlayers") {
