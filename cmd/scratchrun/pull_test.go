@@ -2,13 +2,21 @@ package main
 
 import (
 	"archive/tar"
+	"context"
+	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/scratchrun/scratchrun/internal/leakcheck"
 )
 
 // An operator pulls images from a registry (a real one, on loopback, serving
@@ -158,5 +166,68 @@ func TestImagesPullCorruptLayer(t *testing.T) {
 	}
 	if r := scratchrun(t, dir, "", "images", "pull", "bad", "x", "--command", "/bin/bash", "--file", "main.sh"); r.code != 2 || !strings.Contains(r.stderr, "{file}") {
 		t.Errorf("bad command: exit %d stderr %q", r.code, r.stderr)
+	}
+}
+
+// A pulled runtime is a runtime like the others for a server: listed in
+// /v1/runtimes and in the MCP tool's runtime enum, kept warm (--warm python
+// pre-starts the image's interpreter), and run.
+func TestPulledRuntimeInServeAndMCP(t *testing.T) {
+	before := leakcheck.Take(leakOpts)
+	reg := newLoopbackRegistry(t)
+	reg.push("lang/python:3.13", ociImage(t, "linux/amd64", v1.Config{Env: []string{"LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1"}}, projectRootfsLayer(t, true)))
+	dir := worldReadableTempDir(t)
+	t.Setenv("SCRATCHRUN_DATA_DIR", filepath.Join(dir, "data"))
+	r := scratchrun(t, dir, "", "images", "pull", "py313", reg.ref("lang/python:3.13"), "--command", "/usr/bin/python3.13 {file}",
+		"--file", "main.py", "--warm", "python", "--version", "3.13", "--libraries", "stdlib")
+	if r.code != 0 {
+		t.Fatalf("pull: exit %d stderr %q", r.code, r.stderr)
+	}
+
+	p := startServe(t, "--db", filepath.Join(t.TempDir(), "keys.db"))
+	s, body, err := httpCall(http.MethodGet, p.url+"/v1/runtimes", "", "")
+	var info struct {
+		Runtimes []struct{ Name, Version, Image string }
+	}
+	if err != nil || s != 200 || json.Unmarshal([]byte(body), &info) != nil || len(info.Runtimes) != 1 ||
+		info.Runtimes[0].Name != "py313" || info.Runtimes[0].Version != "3.13" || info.Runtimes[0].Image != reg.ref("lang/python:3.13") {
+		t.Fatalf("GET /v1/runtimes: %d %s %v", s, body, err)
+	}
+	warm := func() bool {
+		return metricLine(p.url, "", `scratchrun_pool_size{network="none",runtime="py313",variant="light"}`) == "1"
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for !warm() && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !warm() {
+		t.Fatalf("no warm py313 sandbox after a minute:\n%s", p.stderr())
+	}
+	s, body, err = httpCall(http.MethodPost, p.url+"/v1/exec", "", `{"runtime": "py313", "code": "import sys, os\nprint(sys.version_info[:2], os.environ['LANG'])"}`)
+	if err != nil || s != 200 || !strings.Contains(body, `"stdout":"(3, 13) C.UTF-8\n"`) {
+		t.Errorf("POST /v1/exec: %d %s %v", s, body, err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "pull-test", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.url + "/mcp"}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil || len(tools.Tools) != 1 {
+		t.Fatalf("tools/list: %v %v", tools, err)
+	}
+	schema, _ := json.Marshal(tools.Tools[0].InputSchema)
+	if !strings.Contains(string(schema), `"enum":["py313"]`) || !strings.Contains(tools.Tools[0].Description, "py313 (version 3.13): stdlib") {
+		t.Errorf("the MCP tool does not offer py313: %s\n%s", schema, tools.Tools[0].Description)
+	}
+	cs.Close()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.wait(t); code != 0 {
+		t.Errorf("exit %d:\n%s", code, p.stderr())
+	}
+	if left := leakcheck.WaitClean(before, leakOpts, 5*time.Second); len(left) > 0 {
+		t.Errorf("left behind:\n  %s", strings.Join(left, "\n  "))
 	}
 }

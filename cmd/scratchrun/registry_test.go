@@ -173,8 +173,9 @@ func ociImage(t *testing.T, platform string, cfg v1.Config, layers ...[]layerEnt
 
 // projectRootfsLayer is a base layer taken from the project's own image (the
 // bash runtime's): bash, cat, ls and id with the libraries they load, laid
-// out merged-/usr as Debian does, and an /etc with root and one user.
-func projectRootfsLayer(t *testing.T) []layerEntry {
+// out merged-/usr as Debian does, and an /etc with root and one user; with
+// python, Python 3.13 and its standard library too.
+func projectRootfsLayer(t *testing.T, python ...bool) []layerEntry {
 	t.Helper()
 	store, err := images.OpenStore(images.Options{})
 	if err != nil {
@@ -227,7 +228,47 @@ func projectRootfsLayer(t *testing.T) []layerEntry {
 	for _, bin := range []string{"bash", "cat", "ls", "id"} {
 		addFile("usr/bin/" + bin)
 	}
+	if len(python) > 0 && python[0] {
+		addFile("usr/bin/python3.13")
+		entries = append(entries, addTree(t, root, "usr/lib/python3.13")...)
+	}
 	return entries
+}
+
+// addTree adds the tree at rel under root (directories, files, symlinks as
+// they are), skipping compiled caches.
+func addTree(t *testing.T, root, rel string) []layerEntry {
+	t.Helper()
+	var out []layerEntry
+	err := filepath.WalkDir(filepath.Join(root, rel), func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name, _ := filepath.Rel(root, p)
+		switch {
+		case d.IsDir() && d.Name() == "__pycache__":
+			return filepath.SkipDir
+		case d.IsDir():
+			out = append(out, layerEntry{name: name + "/", typ: tar.TypeDir, mode: 0o755})
+		case d.Type()&os.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			out = append(out, layerEntry{name: name, typ: tar.TypeSymlink, link: target})
+		case d.Type().IsRegular():
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			out = append(out, layerEntry{name: name, typ: tar.TypeReg, mode: 0o644, body: data})
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // resolveIn follows the symlinks of rel inside root, as the sandbox would.
