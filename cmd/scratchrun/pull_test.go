@@ -13,7 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/scratchrun/scratchrun/internal/leakcheck"
@@ -229,5 +233,40 @@ func TestPulledRuntimeInServeAndMCP(t *testing.T) {
 	}
 	if left := leakcheck.WaitClean(before, leakOpts, 5*time.Second); len(left) > 0 {
 		t.Errorf("left behind:\n  %s", strings.Join(left, "\n  "))
+	}
+}
+
+// `images import` takes what `docker save` writes and an OCI image layout,
+// as well as a rootfs tarball, and the runtime runs.
+func TestImagesImportArchiveAndLayout(t *testing.T) {
+	img := ociImage(t, "linux/amd64", v1.Config{Env: []string{"ORIGIN=archive"}}, projectRootfsLayer(t))
+	dir := worldReadableTempDir(t)
+	archive := filepath.Join(dir, "saved.tar")
+	tag, _ := name.NewTag("team/saved:1")
+	if err := tarball.WriteToFile(archive, tag, img); err != nil {
+		t.Fatal(err)
+	}
+	lay := filepath.Join(dir, "layout")
+	p, err := layout.Write(lay, empty.Index)
+	if err == nil {
+		err = p.AppendImage(img)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SCRATCHRUN_DATA_DIR", filepath.Join(dir, "data"))
+	for rt, path := range map[string]string{"fromsave": archive, "fromlayout": lay} {
+		r := scratchrun(t, dir, "", "images", "import", rt, path, "--command", "/bin/bash {file}", "--file", "main.sh")
+		if r.code != 0 {
+			t.Fatalf("import %s: exit %d stderr %q", rt, r.code, r.stderr)
+		}
+		r = scratchrun(t, dir, "", "exec", "--runtime", rt, "--code", `echo "$ORIGIN"`)
+		if r.code != 0 || r.stdout != "archive\n" {
+			t.Errorf("%s: exit %d stdout %q stderr %q", rt, r.code, r.stdout, r.stderr)
+		}
+	}
+	r := scratchrun(t, dir, "", "images", "list")
+	if !strings.Contains(r.stdout, "team/saved:1") || !strings.Contains(r.stdout, "docker-archive") {
+		t.Errorf("images list:\n%s", r.stdout)
 	}
 }
