@@ -34,6 +34,11 @@ func TestImagesPullAndRun(t *testing.T) {
 	reg := newLoopbackRegistry(t)
 
 	files := []layerEntry{
+		// Mount points that are not directories: the sandbox must still
+		// get its own /tmp and /proc, not what these point to.
+		{name: "tmp", typ: tar.TypeSymlink, link: "/etc"},
+		{name: "proc", typ: tar.TypeSymlink, link: "/proc"},
+		{name: "code", typ: tar.TypeReg, mode: 0o644, body: []byte("not a directory")},
 		{name: "opt/", typ: tar.TypeDir, mode: 0o755},
 		{name: "opt/keep", typ: tar.TypeReg, mode: 0o644, body: []byte("v1\n")},
 		{name: "opt/gone", typ: tar.TypeReg, mode: 0o644, body: []byte("deleted by the upper layer\n")},
@@ -82,8 +87,9 @@ func TestImagesPullAndRun(t *testing.T) {
 	}
 
 	pull("layers", "team/layers:1", "--env", "EXTRA=from the operator")
-	r := run("layers", `cat /opt/keep; ls /opt/dir; [ -e /opt/gone ] && echo "gone is back"; echo "$GREETING / $EXTRA / $PATH"; pwd`)
-	if want := "v2\nc\nfrom the image / from the operator / /usr/local/bin:/usr/bin:/bin\n/tmp\n"; r.code != 0 || r.stdout != want {
+	r := run("layers", `cat /opt/keep; ls /opt/dir; [ -e /opt/gone ] && echo "gone is back"; echo "$GREETING / $EXTRA / $PATH"; pwd
+echo x > /tmp/x && [ ! -e /etc/x ] && [ -d /tmp ] && [ -r /proc/self/status ] && echo "mount points are the sandbox's"`)
+	if want := "v2\nc\nfrom the image / from the operator / /usr/local/bin:/usr/bin:/bin\n/tmp\nmount points are the sandbox's\n"; r.code != 0 || r.stdout != want {
 		t.Errorf("layers: exit %d stdout %q (want %q) stderr %q", r.code, r.stdout, want, r.stderr)
 	}
 

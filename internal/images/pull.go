@@ -119,9 +119,9 @@ func (s *Store) Pull(ctx context.Context, ref string, spec RuntimeSpec, sel Imag
 		return err
 	}
 	if d, ok := r.(name.Digest); ok {
-		if m := s.storedByDigest(d.DigestStr(), want); m != nil {
-			fmt.Fprintf(progress, "%s is in the store already (image %s): nothing to download\n", r, m.Digest)
-			return s.addOCIRuntime(ctx, m, nil, spec, progress)
+		err := s.addOCIRuntime(ctx, &ociImage{digest: mustHash(d.DigestStr()), ref: r.String(), platform: want}, spec, progress)
+		if !errors.Is(err, errNotStored) {
+			return err
 		}
 	}
 	fmt.Fprintf(progress, "resolving %s for %s ...\n", r, want.String())
@@ -129,7 +129,19 @@ func (s *Store) Pull(ctx context.Context, ref string, spec RuntimeSpec, sel Imag
 	if err != nil {
 		return err
 	}
-	return s.addOCIRuntime(ctx, nil, img, spec, progress)
+	return s.addOCIRuntime(ctx, img, spec, progress)
+}
+
+// errNotStored says a pull by digest must fetch after all.
+var errNotStored = errors.New("image not in the store")
+
+// mustHash parses a digest that name.ParseReference has already checked.
+func mustHash(d string) v1.Hash {
+	h, err := v1.NewHash(d)
+	if err != nil {
+		return v1.Hash{}
+	}
+	return h
 }
 
 // ImportImage stores the image of a `docker save` archive or an OCI image
@@ -165,7 +177,7 @@ func (s *Store) ImportImage(ctx context.Context, path string, spec RuntimeSpec, 
 	if err != nil {
 		return err
 	}
-	return s.addOCIRuntime(ctx, nil, img, spec, progress)
+	return s.addOCIRuntime(ctx, img, spec, progress)
 }
 
 // storedByDigest finds an OCI image stored under digest, or chosen for
@@ -194,9 +206,11 @@ func (s *Store) storedByDigest(digest string, platform v1.Platform) *imageMeta {
 	return nil
 }
 
-// addOCIRuntime stores img (unless stored, the image already in the store)
-// and writes the runtime file, under the store lock.
-func (s *Store) addOCIRuntime(ctx context.Context, stored *imageMeta, img *ociImage, spec RuntimeSpec, progress io.Writer) error {
+// addOCIRuntime stores img unless the store holds its digest already, and
+// writes the runtime file, all under the store lock. An img without an image
+// (a pull by digest, before any network) is only looked up: errNotStored
+// when it is not there.
+func (s *Store) addOCIRuntime(ctx context.Context, img *ociImage, spec RuntimeSpec, progress io.Writer) error {
 	unlock, err := s.lock(ctx, progress)
 	if err != nil {
 		return err
@@ -205,10 +219,14 @@ func (s *Store) addOCIRuntime(ctx context.Context, stored *imageMeta, img *ociIm
 	if err := s.removeStaleTmp(progress); err != nil {
 		return err
 	}
-	if stored == nil {
-		if stored = s.storedByDigest(img.digest.String(), img.platform); stored != nil {
-			fmt.Fprintf(progress, "image %s is in the store already: nothing to download\n", img.digest)
-		} else if stored, err = s.storeOCI(ctx, img, spec.Command, progress); err != nil {
+	stored := s.storedByDigest(img.digest.String(), img.platform)
+	switch {
+	case stored != nil:
+		fmt.Fprintf(progress, "image %s is in the store already: nothing to download\n", img.digest)
+	case img.img == nil:
+		return errNotStored
+	default:
+		if stored, err = s.storeOCI(ctx, img, spec.Command, progress); err != nil {
 			return err
 		}
 	}

@@ -184,7 +184,7 @@ func TestPullPicksThePlatformFromAnIndex(t *testing.T) {
 		testImage(t, "linux/arm64/v8", v1.Config{}, marker("arm64")),
 		testImage(t, "linux/amd64", v1.Config{}, marker("amd64")),
 	)
-	reg.pushIndex("multi:latest", idx)
+	indexDigest := reg.pushIndex("multi:latest", idx)
 	s := openTestStore(t)
 	ctx := context.Background()
 	if err := s.Pull(ctx, reg.ref("multi:latest"), specNamed("multi"), ImageSelect{}, nil); err != nil {
@@ -217,6 +217,19 @@ func TestPullPicksThePlatformFromAnIndex(t *testing.T) {
 	err = s.Pull(ctx, reg.ref("armonly:1"), specNamed("armonly"), ImageSelect{}, nil)
 	if err == nil || !strings.Contains(err.Error(), "is a linux/arm64 image, not linux/amd64") {
 		t.Errorf("single-platform image of another platform: err = %v", err)
+	}
+	// The index's digest names what was chosen from it: with the
+	// registry gone, both platforms pulled before are found.
+	reg.srv.Close()
+	for platform, arch := range map[string]string{"": "amd64", "linux/arm64": "arm64"} {
+		rt := "offline-" + arch
+		if err := s.Pull(ctx, reg.ref("multi@"+indexDigest.String()), specNamed(rt), ImageSelect{Platform: platform}, nil); err != nil {
+			t.Fatalf("pull by index digest (%s) with the registry down: %v", arch, err)
+		}
+		res, _ := s.Resolve(rt)
+		if got := readRootfs(t, res, "etc/arch"); got != arch {
+			t.Errorf("by index digest for %q: the %s image", platform, got)
+		}
 	}
 }
 
