@@ -21,7 +21,7 @@ import (
 
 // RuntimeSpec is what an operator says about a runtime made from an OCI
 // image: its name and how code runs in it. The image's own config adds to
-// Env (see imageEnv); everything else of the config is recorded, not used.
+// Env; the rest of the config is recorded, not used (see ociConfig).
 type RuntimeSpec struct {
 	// Name is the runtime's name, e.g. "python3.12".
 	Name string
@@ -73,6 +73,12 @@ func (sp RuntimeSpec) runtime(ref string, digest v1.Hash, imageEnv map[string]st
 	return r, nil
 }
 
+// check validates the spec on its own, before any image is fetched.
+func (sp RuntimeSpec) check() error {
+	_, err := sp.runtime("ref", v1.Hash{Algorithm: "sha256", Hex: strings.Repeat("0", 64)}, nil)
+	return err
+}
+
 // checkNewRuntimeName refuses a name for a runtime the operator adds when
 // it belongs to the catalog or to an alias.
 func (s *Store) checkNewRuntimeName(name string) error {
@@ -107,8 +113,8 @@ func (s *Store) Pull(ctx context.Context, ref string, spec RuntimeSpec, sel Imag
 	if err := s.checkNewRuntimeName(spec.Name); err != nil {
 		return err
 	}
-	if _, err := spec.runtime("ref", v1.Hash{Algorithm: "sha256", Hex: strings.Repeat("0", 64)}, nil); err != nil {
-		return err // the spec is bad whatever the image
+	if err := spec.check(); err != nil {
+		return err
 	}
 	want, err := sel.platform()
 	if err != nil {
@@ -119,7 +125,7 @@ func (s *Store) Pull(ctx context.Context, ref string, spec RuntimeSpec, sel Imag
 		return err
 	}
 	if d, ok := r.(name.Digest); ok {
-		err := s.addOCIRuntime(ctx, &ociImage{digest: mustHash(d.DigestStr()), ref: r.String(), platform: want}, spec, progress)
+		err := s.addOCIRuntime(ctx, &ociImage{digest: parseDigest(d.DigestStr()), ref: r.String(), platform: want}, spec, progress)
 		if !errors.Is(err, errNotStored) {
 			return err
 		}
@@ -135,8 +141,8 @@ func (s *Store) Pull(ctx context.Context, ref string, spec RuntimeSpec, sel Imag
 // errNotStored says a pull by digest must fetch after all.
 var errNotStored = errors.New("image not in the store")
 
-// mustHash parses a digest that name.ParseReference has already checked.
-func mustHash(d string) v1.Hash {
+// parseDigest parses a digest that name.ParseReference has already checked.
+func parseDigest(d string) v1.Hash {
 	h, err := v1.NewHash(d)
 	if err != nil {
 		return v1.Hash{}
@@ -154,7 +160,7 @@ func (s *Store) ImportImage(ctx context.Context, path string, spec RuntimeSpec, 
 	if err := s.checkNewRuntimeName(spec.Name); err != nil {
 		return err
 	}
-	if _, err := spec.runtime("ref", v1.Hash{Algorithm: "sha256", Hex: strings.Repeat("0", 64)}, nil); err != nil {
+	if err := spec.check(); err != nil {
 		return err
 	}
 	abs, err := filepath.Abs(path)
@@ -234,7 +240,9 @@ func (s *Store) addOCIRuntime(ctx context.Context, img *ociImage, spec RuntimeSp
 	if err != nil {
 		return fmt.Errorf("image %s: %w", stored.dir, err)
 	}
-	rt, err := spec.runtime(stored.Ref, digest, stored.Config.Env)
+	// The runtime names the reference it was added from, which may differ
+	// from the one the shared image was first stored under.
+	rt, err := spec.runtime(img.ref, digest, stored.Config.Env)
 	if err != nil {
 		return err
 	}
@@ -251,7 +259,7 @@ func (s *Store) addOCIRuntime(ctx context.Context, img *ociImage, spec RuntimeSp
 	s.mu.Lock()
 	s.refreshQuietlyLocked()
 	s.mu.Unlock()
-	fmt.Fprintf(progress, "runtime %s runs %s in %s (%s)\n", rt.Name, strings.Join(rt.Command, " "), stored.Ref, stored.Digest)
+	fmt.Fprintf(progress, "runtime %s runs %s in %s (%s)\n", rt.Name, strings.Join(rt.Command, " "), rt.Image, stored.Digest)
 	return nil
 }
 
