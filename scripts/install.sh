@@ -44,6 +44,8 @@ step "building scratchrun, scratchrun-init and scratchrun-spawn into /usr/local/
 "$repo"/internal/sandbox/namespaces/spawner/c/build.sh /usr/local/bin/scratchrun-spawn
 scratchrun version
 
+# Debian's packages come from the mirror; the trixie image also takes npm from
+# registry.npmjs.org, checked against the SHA-512 its recipe pins.
 step "building runtime images (cached by recipe hash; the first build takes a few minutes)"
 scratchrun images build
 scratchrun images list

@@ -5,16 +5,20 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
+
+	"github.com/scratchrun/scratchrun/internal/images"
 )
 
 func cmdImages(args []string) int {
 	if len(args) == 0 {
-		fmt.Fprintln(os.Stderr, "usage: scratchrun images build|list|import|prune ...")
+		fmt.Fprintln(os.Stderr, "usage: scratchrun images build|list|pull|import|alias|rm|prune ...")
 		return exitUsage
 	}
 	switch args[0] {
@@ -22,12 +26,18 @@ func cmdImages(args []string) int {
 		return imagesBuild(args[1:])
 	case "list", "ls":
 		return imagesList(args[1:])
+	case "pull":
+		return imagesPull(args[1:])
 	case "import":
 		return imagesImport(args[1:])
+	case "alias":
+		return imagesAlias(args[1:])
+	case "rm", "remove":
+		return imagesRemove(args[1:])
 	case "prune":
 		return imagesPrune(args[1:])
 	default:
-		fmt.Fprintf(os.Stderr, "scratchrun images: unknown subcommand %q (want build, list, import or prune)\n", args[0])
+		fmt.Fprintf(os.Stderr, "scratchrun images: unknown subcommand %q (want build, list, pull, import, alias, rm or prune)\n", args[0])
 		return exitUsage
 	}
 }
@@ -75,10 +85,25 @@ func imagesList(args []string) int {
 		if !im.Current {
 			status = "stale (prune removes it)"
 		}
-		fmt.Fprintf(tw, "%s\t%.12s\t%s\t%s\t%s\t%s\t%s\n", im.Name, im.RecipeHash, im.Source,
+		name := im.Name
+		if im.Ref != "" {
+			// OCI images are stored by digest: show where they came from.
+			name = im.Ref
+			if im.Platform != "" && im.Platform != images.DefaultPlatform {
+				name += " (" + im.Platform + ")"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%.12s\t%s\t%s\t%s\t%s\t%s\n", name, im.RecipeHash, im.Source,
 			humanBytes(im.SizeBytes), im.Created.Format("2006-01-02 15:04"), strings.Join(im.Runtimes, ","), status)
 	}
 	tw.Flush()
+	if aliases := store.Aliases(); len(aliases) > 0 {
+		names := slices.Sorted(maps.Keys(aliases))
+		fmt.Println("\nALIAS\tRUNTIME")
+		for _, a := range names {
+			fmt.Printf("%s\t%s\n", a, aliases[a])
+		}
+	}
 	missing := []string{}
 	installed := map[string]bool{}
 	for _, rt := range store.Installed() {
@@ -97,19 +122,16 @@ func imagesList(args []string) int {
 
 func imagesImport(args []string) int {
 	fs := flag.NewFlagSet("images import", flag.ContinueOnError)
-	command := fs.String("command", "", "command line inside the image, with {file} where the code file goes, e.g. '/usr/local/bin/python3.12 {file}'")
-	file := fs.String("file", "", "name of the code file, e.g. main.py")
-	var envs listFlag
-	fs.Var(&envs, "env", "NAME=value set for this runtime (repeatable)")
+	rf := addRuntimeFlags(fs)
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return flagExit(err)
 	}
 	if len(pos) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: scratchrun images import NAME ROOTFS.tar --command 'CMD ... {file}' --file main.ext")
+		fmt.Fprintln(os.Stderr, "usage: scratchrun images import NAME ROOTFS.tar|DOCKER-SAVE.tar|OCI-LAYOUT-DIR --command 'CMD ... {file}' --file main.ext")
 		return exitUsage
 	}
-	env, err := parseEnv(envs)
+	spec, err := rf.spec(pos[0])
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "scratchrun images import: %v\n", err)
 		return exitUsage
@@ -119,9 +141,25 @@ func imagesImport(args []string) int {
 		fmt.Fprintf(os.Stderr, "scratchrun images import: %v\n", err)
 		return exitInternal
 	}
-	if err := store.Import(pos[0], pos[1], strings.Fields(*command), *file, env, os.Stderr); err != nil {
-		fmt.Fprintf(os.Stderr, "scratchrun images import: %v\n", err)
-		return exitUsage
+	kind, err := images.ImportKind(pos[1])
+	if err != nil {
+		return storeExit("import", err)
+	}
+	if kind == images.KindRootFS {
+		if *rf.tag != "" || *rf.warm != "" || *rf.version != "" || *rf.libraries != "" {
+			fmt.Fprintln(os.Stderr, "scratchrun images import: --tag, --warm, --version and --libraries apply to docker save archives and OCI layouts, not to a rootfs tarball")
+			return exitUsage
+		}
+		if err := store.Import(spec.Name, pos[1], spec.Command, spec.File, spec.Env, os.Stderr); err != nil {
+			fmt.Fprintf(os.Stderr, "scratchrun images import: %v\n", err)
+			return exitUsage
+		}
+		return 0
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := store.ImportImage(ctx, pos[1], spec, rf.selection(false), os.Stderr); err != nil {
+		return storeExit("import", err)
 	}
 	return 0
 }

@@ -77,7 +77,10 @@ commands:
   images    manage runtime images
               scratchrun images build [RUNTIME|IMAGE...] [--force]
               scratchrun images list
-              scratchrun images import NAME ROOTFS.tar --command 'CMD ... {file}' --file main.ext
+              scratchrun images pull NAME REF --command 'CMD ... {file}' --file main.ext [--env K=V] [--platform os/arch]
+              scratchrun images import NAME ROOTFS.tar|DOCKER-SAVE.tar|OCI-LAYOUT-DIR --command 'CMD ... {file}' --file main.ext
+              scratchrun images alias ALIAS RUNTIME | --remove ALIAS
+              scratchrun images rm NAME
               scratchrun images prune
   bench     measure a workload in sandboxes against the same interpreter run bare
               scratchrun bench --workload python-print|bash-echo|node-print|chart [--n N] [--concurrency C] [--network none|egress] [--json]

@@ -190,7 +190,11 @@ func (e *Engine) run(ctx context.Context, c execapi.Checked, rt images.Resolved,
 	if runErr != nil {
 		return execapi.Result{}, runErr
 	}
-	return e.result(c, outcome, teardown, stdout, stderr), nil
+	var alias *execapi.Alias
+	if rt.Alias != "" {
+		alias = &execapi.Alias{Requested: rt.Alias, Runtime: rt.Runtime.Name, Version: rt.Runtime.Version}
+	}
+	return e.result(c, outcome, teardown, stdout, stderr, alias), nil
 }
 
 // leased is a sandbox with what it holds: its network slot, if any.
@@ -339,7 +343,7 @@ func (e *Engine) environment(requestEnv map[string]string, rt images.Runtime) []
 
 // result builds the Result from what the sandbox did: its facts, and from
 // them (Result.Finish) the outcome and the note.
-func (e *Engine) result(c execapi.Checked, o sandbox.Outcome, t sandbox.Teardown, stdout, stderr *cappedOutput) execapi.Result {
+func (e *Engine) result(c execapi.Checked, o sandbox.Outcome, t sandbox.Teardown, stdout, stderr *cappedOutput, alias *execapi.Alias) execapi.Result {
 	r := execapi.Result{
 		ExitCode:    o.ExitCode,
 		Stdout:      stdout.text(),
@@ -348,6 +352,7 @@ func (e *Engine) result(c execapi.Checked, o sandbox.Outcome, t sandbox.Teardown
 		StatePurged: t.Purged,
 		Files:       map[string]string{},
 		Facts: execapi.Facts{
+			Alias:           alias,
 			TimeoutMS:       c.Timeout.Milliseconds(),
 			MemoryMB:        c.MemoryMB,
 			TimedOut:        o.TimedOut,
@@ -365,6 +370,7 @@ func (e *Engine) result(c execapi.Checked, o sandbox.Outcome, t sandbox.Teardown
 			r.Facts.OutputCut = append(r.Facts.OutputCut, cut)
 		}
 	}
+	r.Facts.NoSpace = e.noSpace(stdout, stderr)
 	// Escaped here, once: an init composed these from paths the caller or
 	// user code chose.
 	for _, n := range o.Notes {

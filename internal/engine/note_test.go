@@ -28,7 +28,7 @@ func TestNotesEscapeControlAndFormatCharacters(t *testing.T) {
 	c := execapi.Checked{Timeout: time.Second, MemoryMB: 64}
 	out := sandbox.Outcome{Notes: hostile, Files: map[string][]byte{}}
 	e := &Engine{backend: &sandboxtest.Backend{}} // enforces every limit
-	res := e.result(c, out, sandbox.Teardown{Purged: true}, &cappedOutput{}, &cappedOutput{})
+	res := e.result(c, out, sandbox.Teardown{Purged: true}, &cappedOutput{}, &cappedOutput{}, nil)
 	for _, r := range res.Note {
 		if r == unicode.ReplacementChar || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029' {
 			t.Errorf("note carries %U: %q", r, res.Note)
@@ -44,7 +44,7 @@ func TestNotesEscapeControlAndFormatCharacters(t *testing.T) {
 	}
 	// Ordinary text, accents and other scripts included, passes unchanged.
 	plain := "Return file /tmp/café/日本語.png was not returned: it does not exist."
-	res = e.result(c, sandbox.Outcome{Notes: []string{plain}}, sandbox.Teardown{Purged: true}, &cappedOutput{}, &cappedOutput{})
+	res = e.result(c, sandbox.Outcome{Notes: []string{plain}}, sandbox.Teardown{Purged: true}, &cappedOutput{}, &cappedOutput{}, nil)
 	if res.Note != plain {
 		t.Errorf("note %q, want %q unchanged", res.Note, plain)
 	}

@@ -73,6 +73,29 @@ type Facts struct {
 	// UnenforcedLimits names the limits this host did not apply to the run
 	// ("memory", "processes", "cpu"), as Info.UnenforcedLimits does.
 	UnenforcedLimits []string `json:"unenforced_limits"`
+	// NoSpace is set when the program reported running out of room ("No
+	// space left on device"): the engine sees the program's report, not the
+	// write that failed, and says how much a sandbox may write.
+	NoSpace *NoSpace `json:"no_space,omitempty"`
+	// Alias is set when the request named an alias the operator declared:
+	// what ran instead.
+	Alias *Alias `json:"alias,omitempty"`
+}
+
+// NoSpace is how much a sandbox may write where.
+type NoSpace struct {
+	// TmpMB caps /tmp (and as much /code and /dev/shm); WritableMB the
+	// writable layer over the image, where pip and npm -g install.
+	TmpMB      int64 `json:"tmp_mb"`
+	WritableMB int64 `json:"writable_mb"`
+}
+
+// Alias says that the runtime a request named is an alias.
+type Alias struct {
+	// Requested is the name the request used; Runtime and Version what ran.
+	Requested string `json:"requested"`
+	Runtime   string `json:"runtime"`
+	Version   string `json:"version,omitempty"`
 }
 
 // OutputCut says one stream was cut at its cap.
@@ -111,10 +134,18 @@ func (f *Facts) normalize() {
 }
 
 // sentences words the facts, in the order a note has always given them:
-// the limit that ended the run, the process limit, cut output, what the
-// sandbox said, and the limits this host does not enforce.
+// an alias that was followed, the limit that ended the run, the process
+// limit, cut output, a program that ran out of room, what the sandbox said,
+// and the limits this host does not enforce.
 func (f Facts) sentences(exitCode int) []string {
 	var out []string
+	if a := f.Alias; a != nil {
+		version := ""
+		if a.Version != "" {
+			version = " (version " + a.Version + ")"
+		}
+		out = append(out, fmt.Sprintf("Runtime %s is an alias the operator set for %s: the code ran with %s%s", a.Requested, a.Runtime, a.Runtime, version))
+	}
 	switch {
 	case f.TimedOut:
 		out = append(out, fmt.Sprintf("The program was killed at the %d ms timeout (exit code %d)", f.TimeoutMS, ExitTimeout))
@@ -130,6 +161,11 @@ func (f Facts) sentences(exitCode int) []string {
 	}
 	for _, c := range f.OutputCut {
 		out = append(out, fmt.Sprintf("%s was cut at %d bytes; %d more bytes were dropped", c.Stream, c.LimitBytes, c.DroppedBytes))
+	}
+	if n := f.NoSpace; n != nil {
+		out = append(out, fmt.Sprintf("The program reported \"No space left on device\": a sandbox may write %d MiB to /tmp (and as much to /code and to /dev/shm) "+
+			"and %d MiB everywhere else (the writable layer over the image, where pip and npm -g install), all within its memory limit",
+			n.TmpMB, n.WritableMB))
 	}
 	out = append(out, f.SandboxNotes...)
 	return append(out, UnenforcedNote(f.UnenforcedLimits))

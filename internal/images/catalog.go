@@ -77,6 +77,9 @@ func (c *catalog) validate() error {
 		if runtimes[r.Name] {
 			return fmt.Errorf("runtimes[%d]: duplicate runtime name %q", i, r.Name)
 		}
+		if r.Digest != "" {
+			return fmt.Errorf("runtimes[%d] (%s): digest: catalog runtimes run in catalog images", i, r.Name)
+		}
 		if !images[r.Image] {
 			return fmt.Errorf("runtimes[%d] (%s): image %q is not in the catalog", i, r.Name, r.Image)
 		}

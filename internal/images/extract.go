@@ -93,6 +93,16 @@ type extractor struct {
 	// a directory's files together, so this saves most openat2 walks.
 	cachePath string
 	cacheFd   int
+	// layered is set while image layers are applied: an entry of a later
+	// layer then replaces a directory of an earlier one with all its
+	// contents, as a container runtime's union would show it.
+	layered bool
+	// written, when set, is told every path an entry creates (for opaque
+	// whiteouts, see layers.go).
+	written func(name string)
+	// removedDir says the current entry replaced a directory tree, whose
+	// pending directories must then be forgotten.
+	removedDir bool
 }
 
 // extractTar writes the tar stream r into dest, an existing directory.
@@ -101,16 +111,11 @@ type extractor struct {
 // modification times (Python's .pyc files are validated against their
 // source's mtime). Device nodes and fifos are skipped, xattrs ignored.
 func extractTar(r io.Reader, dest string, shift idShift) (extractStats, error) {
-	root, err := unix.Open(dest, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	x, err := newExtractor(dest, shift)
 	if err != nil {
-		return extractStats{}, fmt.Errorf("open %s: %w", dest, err)
+		return extractStats{}, err
 	}
-	x := &extractor{root: root, shift: shift, dirs: map[string]pendingDir{}, skipped: map[string]bool{}, buf: make([]byte, 1<<20), cacheFd: -1}
 	defer x.close()
-	// The root itself belongs to the sandbox's root even when the tarball
-	// has no "./" entry (docker export has none).
-	now := time.Now()
-	x.dirs["."] = pendingDir{shift.mapID(0), shift.mapID(0), 0o755, now, now}
 	tr := tar.NewReader(r)
 	for {
 		hdr, err := tr.Next()
@@ -128,6 +133,21 @@ func extractTar(r io.Reader, dest string, shift idShift) (extractStats, error) {
 		return x.stats, err
 	}
 	return x.stats, nil
+}
+
+// newExtractor opens dest, an existing directory, as the root entries are
+// written beneath.
+func newExtractor(dest string, shift idShift) (*extractor, error) {
+	root, err := unix.Open(dest, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", dest, err)
+	}
+	x := &extractor{root: root, shift: shift, dirs: map[string]pendingDir{}, skipped: map[string]bool{}, buf: make([]byte, 1<<20), cacheFd: -1}
+	// The root itself belongs to the sandbox's root even when the tarball
+	// has no "./" entry (docker export has none).
+	now := time.Now()
+	x.dirs["."] = pendingDir{shift.mapID(0), shift.mapID(0), 0o755, now, now}
+	return x, nil
 }
 
 func (x *extractor) close() {
@@ -189,6 +209,9 @@ func (x *extractor) entry(hdr *tar.Header, r io.Reader) error {
 	if err != nil {
 		return err
 	}
+	if x.written != nil {
+		x.written(name)
+	}
 	switch hdr.Typeflag {
 	case tar.TypeDir:
 		return x.mkdir(pfd, base, name, pendingDir{uid, gid, mode, hdr.ModTime, hdr.AccessTime})
@@ -202,7 +225,27 @@ func (x *extractor) entry(hdr *tar.Header, r io.Reader) error {
 	// An (empty) directory may have been replaced: it is no directory
 	// to finish any more.
 	delete(x.dirs, name)
+	if x.removedDir {
+		x.forgetBelow(name)
+		x.removedDir = false
+	}
 	return err
+}
+
+// forgetBelow drops the pending directories and skipped entries under name,
+// after the tree there was removed.
+func (x *extractor) forgetBelow(name string) {
+	prefix := name + "/"
+	for p := range x.dirs {
+		if strings.HasPrefix(p, prefix) {
+			delete(x.dirs, p)
+		}
+	}
+	for p := range x.skipped {
+		if strings.HasPrefix(p, prefix) {
+			delete(x.skipped, p)
+		}
+	}
 }
 
 // beneath opens p (relative to root) refusing symlinks and magic links
@@ -302,6 +345,13 @@ func (x *extractor) removeExisting(pfd int, base string) error {
 	flags := 0
 	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
 		flags = unix.AT_REMOVEDIR
+		if x.layered {
+			// What an earlier layer put in it goes with it.
+			if err := removeChildrenAt(pfd, base); err != nil {
+				return fmt.Errorf("replace existing %s: %w", base, err)
+			}
+			x.removedDir = true
+		}
 	}
 	if err := unix.Unlinkat(pfd, base, flags); err != nil {
 		return fmt.Errorf("replace existing %s: %w", base, err)

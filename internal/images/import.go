@@ -32,14 +32,8 @@ func (s *Store) Import(name, tarPath string, command []string, file string, env 
 	if progress == nil {
 		progress = io.Discard
 	}
-	if err := ValidateName("name", name); err != nil {
+	if err := s.checkNewRuntimeName(name); err != nil {
 		return err
-	}
-	if _, ok := s.cat.runtime(name); ok {
-		return fmt.Errorf("name: %q is a catalog runtime; give the imported runtime another name", name)
-	}
-	if _, ok := s.cat.image(name); ok {
-		return fmt.Errorf("name: %q is a catalog image; give the imported runtime another name", name)
 	}
 	r := Runtime{Name: name, Image: name, Command: slices.Clone(command), File: file, Env: maps.Clone(env)}
 	if err := r.validate(); err != nil {
@@ -175,8 +169,11 @@ func checkProgram(rootfs, program string) error {
 
 // ensureMountPoints creates the directories the sandbox needs if the
 // tarball lacks them: /code and /tmp (world-writable, sticky) for code and
-// scratch files, and /proc, /dev, /sys to mount on. Existing entries are
-// left as they are.
+// scratch files, and /proc, /dev, /sys to mount on. Existing directories
+// are left as they are; anything else there (a symlink, a file) is replaced
+// by a directory: the sandbox mounts its own file systems on these paths,
+// and a symlink would send the mount (and the program's working directory)
+// elsewhere.
 func (s *Store) ensureMountPoints(rootfs string) error {
 	root, err := unix.Open(rootfs, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -187,6 +184,12 @@ func (s *Store) ensureMountPoints(rootfs string) error {
 		name string
 		mode uint32
 	}{{"code", 0o1777}, {"tmp", 0o1777}, {"proc", 0o555}, {"dev", 0o755}, {"sys", 0o555}} {
+		var st unix.Stat_t
+		if err := unix.Fstatat(root, d.name, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil && st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			if err := unix.Unlinkat(root, d.name, 0); err != nil {
+				return fmt.Errorf("replace /%s, which is not a directory: %w", d.name, err)
+			}
+		}
 		err := unix.Mkdirat(root, d.name, 0o700)
 		if err == unix.EEXIST {
 			continue

@@ -12,13 +12,14 @@ import (
 
 // ImageInfo describes one image on disk.
 type ImageInfo struct {
-	// Name is the image name (a catalog image, or an imported runtime's
-	// name).
+	// Name is the image name (a catalog image, an imported runtime's
+	// name, or "oci" for images stored by digest).
 	Name string
-	// RecipeHash is the recipe hash for built images and the tarball's
-	// sha256 for imports.
+	// RecipeHash is the recipe hash for built images, the tarball's
+	// sha256 for rootfs imports and the digest's hex for OCI images.
 	RecipeHash string
-	// Source is SourceMmdebstrap or SourceImport.
+	// Source is SourceMmdebstrap, SourceImport, SourcePull,
+	// SourceDockerArchive or SourceOCILayout.
 	Source string
 	// Path is the image directory (holding rootfs/ and image.json).
 	Path string
@@ -34,6 +35,9 @@ type ImageInfo struct {
 	Current bool
 	// UIDBase is the host uid/gid owning the image's root files.
 	UIDBase uint32
+	// Ref, Digest and Platform say, for an OCI image, where it came from,
+	// its digest and its platform.
+	Ref, Digest, Platform string
 }
 
 // List returns the images on disk, sorted by name and then newest first.
@@ -56,10 +60,12 @@ func (s *Store) List() ([]ImageInfo, error) {
 			Created:    m.Created,
 			Current:    s.isCurrentLocked(m),
 			UIDBase:    m.UIDBase,
+			Ref:        m.Ref,
+			Digest:     m.Digest,
+			Platform:   m.Platform,
 		}
 		for _, r := range runtimes {
-			_, fromCatalog := s.cat.runtime(r.Name)
-			if r.Image == m.Name && fromCatalog == (m.Source == SourceMmdebstrap) {
+			if s.runsInLocked(r, m) {
 				info.Runtimes = append(info.Runtimes, r.Name)
 			}
 		}
@@ -75,9 +81,10 @@ func (s *Store) List() ([]ImageInfo, error) {
 }
 
 // Prune removes images that no runtime resolves to any more: builds from
-// an outdated recipe (or of an image dropped from the catalog) and imports
-// superseded by a newer import of the same name. The current import of a
-// name is kept even though it has no recipe. It also removes leftovers of
+// an outdated recipe (or of an image dropped from the catalog), imports
+// superseded by a newer import of the same name, and OCI images no runtime
+// runs in. The current import of a name is kept even though it has no
+// recipe. It also removes leftovers of
 // unfinished builds. A sandbox still using a pruned image loses it, so
 // prune when the engine is idle.
 func (s *Store) Prune() error {

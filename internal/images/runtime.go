@@ -21,8 +21,13 @@ var ErrInvalidName = errors.New("invalid name")
 type Runtime struct {
 	// Name is what requests ask for, e.g. "python3.13".
 	Name string `json:"name"`
-	// Image names the image whose rootfs the runtime runs in.
+	// Image names the image whose rootfs the runtime runs in: a catalog
+	// image, an imported rootfs (the runtime's own name), or, with Digest
+	// set, the reference an OCI image came from (informational).
 	Image string `json:"image"`
+	// Digest, when set, is the OCI image the runtime runs in (its manifest
+	// digest, "sha256:..."; a docker save archive's image ID).
+	Digest string `json:"digest,omitempty"`
 	// Command is the argv to run; one element contains FilePlaceholder.
 	Command []string `json:"command"`
 	// File is the base name the code is written to, e.g. "main.py".
@@ -69,7 +74,14 @@ func (r Runtime) validate() error {
 	if err := ValidateName("name", r.Name); err != nil {
 		return err
 	}
-	if err := ValidateName("image", r.Image); err != nil {
+	if r.Digest != "" {
+		if err := validateDigest(r.Digest); err != nil {
+			return err
+		}
+		if r.Image == "" || len(r.Image) > 1024 || strings.IndexFunc(r.Image, func(c rune) bool { return c < ' ' || c == 0x7f }) >= 0 {
+			return fmt.Errorf("image: %q is not an image reference", r.Image)
+		}
+	} else if err := ValidateName("image", r.Image); err != nil {
 		return err
 	}
 	if err := validateCommand(r.Command); err != nil {
@@ -79,6 +91,16 @@ func (r Runtime) validate() error {
 		return err
 	}
 	return validateEnv(r.Env)
+}
+
+// validateDigest accepts "sha256:" and 64 lowercase hex digits: digests
+// name directories, so nothing else may pass.
+func validateDigest(d string) error {
+	hexPart, ok := strings.CutPrefix(d, "sha256:")
+	if !ok || len(hexPart) != 64 || strings.Trim(hexPart, "0123456789abcdef") != "" {
+		return fmt.Errorf("digest: %q is not sha256:<64 hex digits>", d)
+	}
+	return nil
 }
 
 func validateCommand(command []string) error {
@@ -134,6 +156,8 @@ func validateEnv(env map[string]string) error {
 func (r Runtime) clone() Runtime {
 	c := r
 	c.Command = append([]string(nil), r.Command...)
+	c.WarmCommand = append([]string(nil), r.WarmCommand...)
+	c.Preload = append([]string(nil), r.Preload...)
 	c.Libraries = append([]string(nil), r.Libraries...)
 	c.Env = maps.Clone(r.Env)
 	return c

@@ -51,6 +51,7 @@ type Store struct {
 	mu       sync.Mutex
 	images   []imageMeta        // what is on disk, as last scanned
 	imported map[string]Runtime // runtimes.d, as last scanned
+	aliases  map[string]string  // aliases.json, as last scanned
 }
 
 // imageMeta is image.json, written next to each rootfs.
@@ -65,6 +66,15 @@ type imageMeta struct {
 	Source       string       `json:"source"`
 	BuildSeconds float64      `json:"build_seconds,omitempty"`
 	Tarball      string       `json:"tarball,omitempty"`
+	// For OCI images (Source SourcePull, SourceDockerArchive or
+	// SourceOCILayout): where the image came from, its digest (the store's
+	// key for it), the index it was chosen from, its platform and what its
+	// config says.
+	Ref         string    `json:"ref,omitempty"`
+	Digest      string    `json:"digest,omitempty"`
+	IndexDigest string    `json:"index_digest,omitempty"`
+	Platform    string    `json:"platform,omitempty"`
+	Config      ociConfig `json:"config,omitzero"`
 
 	dir string // the image directory; not stored
 }
@@ -148,6 +158,10 @@ func (s *Store) refreshLocked() error {
 			slog.Warn("images: ignoring image whose directory name does not match image.json", "dir", dir)
 			continue
 		}
+		if isOCISource(m.Source) && (m.Name != ociImageName || validateDigest(m.Digest) != nil || m.Digest != "sha256:"+m.RecipeHash) {
+			slog.Warn("images: ignoring OCI image whose image.json does not name its digest", "dir", dir)
+			continue
+		}
 		m.dir = dir
 		images = append(images, m)
 	}
@@ -155,7 +169,7 @@ func (s *Store) refreshLocked() error {
 	if err != nil {
 		return err
 	}
-	s.images, s.imported = images, imported
+	s.images, s.imported, s.aliases = images, imported, s.loadAliases(imported)
 	return nil
 }
 
@@ -196,9 +210,25 @@ func (s *Store) loadImported() (map[string]Runtime, error) {
 	return out, nil
 }
 
-// currentImageLocked returns the image a runtime runs in, or nil if it is
-// not on disk: for a catalog image the one built from the current recipe,
-// for an import the newest import of that name.
+// imageOfLocked returns the image runtime r runs in, or nil if it is not on
+// disk: for a catalog runtime the image built from the current recipe, for
+// an OCI image the one of its digest, for a rootfs import the newest import
+// of its name.
+func (s *Store) imageOfLocked(r Runtime, fromCatalog bool) *imageMeta {
+	if r.Digest != "" && !fromCatalog {
+		for i := range s.images {
+			if m := &s.images[i]; isOCISource(m.Source) && m.Digest == r.Digest {
+				return m
+			}
+		}
+		return nil
+	}
+	return s.currentImageLocked(r.Image, fromCatalog)
+}
+
+// currentImageLocked returns the image of a name, or nil if it is not on
+// disk: for a catalog image the one built from the current recipe, for an
+// import the newest import of that name.
 func (s *Store) currentImageLocked(image string, fromCatalog bool) *imageMeta {
 	if fromCatalog {
 		img, ok := s.cat.image(image)
@@ -224,9 +254,31 @@ func (s *Store) currentImageLocked(image string, fromCatalog bool) *imageMeta {
 	return best
 }
 
-// isCurrentLocked reports whether m is what its runtimes resolve to.
+// isCurrentLocked reports whether m is what its runtimes resolve to: an
+// OCI image while some runtime runs in it.
 func (s *Store) isCurrentLocked(m *imageMeta) bool {
+	if isOCISource(m.Source) {
+		for _, r := range s.imported {
+			if r.Digest == m.Digest {
+				return true
+			}
+		}
+		return false
+	}
 	return s.currentImageLocked(m.Name, m.Source == SourceMmdebstrap) == m
+}
+
+// runsInLocked reports whether runtime r runs in an image like m (of its
+// name or digest, current or not).
+func (s *Store) runsInLocked(r Runtime, m *imageMeta) bool {
+	_, fromCatalog := s.cat.runtime(r.Name)
+	switch {
+	case isOCISource(m.Source):
+		return !fromCatalog && r.Digest == m.Digest
+	case r.Digest != "":
+		return false
+	}
+	return r.Image == m.Name && fromCatalog == (m.Source == SourceMmdebstrap)
 }
 
 // allRuntimesLocked returns catalog and imported runtimes sorted by name.
@@ -246,7 +298,7 @@ func (s *Store) installedLocked() []Runtime {
 	var out []Runtime
 	for _, r := range s.allRuntimesLocked() {
 		_, fromCatalog := s.cat.runtime(r.Name)
-		if s.currentImageLocked(r.Image, fromCatalog) != nil {
+		if s.imageOfLocked(r, fromCatalog) != nil {
 			out = append(out, r)
 		}
 	}
@@ -290,6 +342,9 @@ type Resolved struct {
 	UIDBase uint32
 	// ImageDir holds RootFS and image.json.
 	ImageDir string
+	// Alias is the name the caller asked for when it was an alias the
+	// operator declared for Runtime.Name; empty otherwise.
+	Alias string
 }
 
 // ErrRuntimeNotInstalled is matched (errors.Is) by every Resolve error for
@@ -305,6 +360,11 @@ var ErrUnknownRuntime = errors.New("unknown runtime")
 type NotInstalledError struct {
 	// Runtime is the name asked for.
 	Runtime string
+	// AliasOf is the runtime Runtime is an alias of, if it is one.
+	AliasOf string
+	// Digest is the missing OCI image's digest, for a pulled or imported
+	// image.
+	Digest string
 	// Known is true when the runtime is in the catalog or imported
 	// but its image is not on disk.
 	Known bool
@@ -322,11 +382,16 @@ type NotInstalledError struct {
 func (e *NotInstalledError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "runtime %q is not installed", e.Runtime)
+	if e.AliasOf != "" {
+		fmt.Fprintf(&b, " (an alias of %s)", e.AliasOf)
+	}
 	switch {
 	case !e.Known:
 		b.WriteString(": no such runtime in the catalog or among imported runtimes")
 	case e.RecipeHash != "":
 		fmt.Fprintf(&b, ": its image %q (recipe %s) has not been built", e.Image, shortHash(e.RecipeHash))
+	case e.Digest != "":
+		fmt.Fprintf(&b, ": its image %s (%s) is missing", e.Image, e.Digest)
 	default:
 		fmt.Fprintf(&b, ": its imported image %q is missing", e.Image)
 	}
@@ -336,9 +401,15 @@ func (e *NotInstalledError) Error() string {
 	} else {
 		b.WriteString(strings.Join(e.Installed, ", "))
 	}
+	name := e.Runtime
+	if e.AliasOf != "" {
+		name = e.AliasOf
+	}
 	switch {
 	case e.Known && e.RecipeHash != "":
-		fmt.Fprintf(&b, " (run `scratchrun images build %s`)", e.Runtime)
+		fmt.Fprintf(&b, " (run `scratchrun images build %s`)", name)
+	case e.Known && e.Digest != "":
+		b.WriteString(" (pull or import it again with `scratchrun images pull` or `scratchrun images import`)")
 	case e.Known:
 		b.WriteString(" (import it again with `scratchrun images import`)")
 	case len(e.Buildable) > 0:
@@ -363,13 +434,14 @@ func (s *Store) Resolve(name string) (Resolved, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	res, err := s.resolveLocked(name)
-	if err == nil {
+	if err == nil && res.Alias == "" {
 		if _, statErr := os.Stat(res.RootFS); statErr == nil {
 			return res, nil
 		}
 	}
 	// Our view may be stale: another process may have built, imported
-	// or pruned since we last scanned.
+	// or pruned since we last scanned. An alias is always checked afresh:
+	// the operator may have removed it, or added a runtime of its name.
 	if err := s.refreshLocked(); err != nil {
 		return Resolved{}, err
 	}
@@ -377,6 +449,10 @@ func (s *Store) Resolve(name string) (Resolved, error) {
 }
 
 func (s *Store) resolveLocked(name string) (Resolved, error) {
+	asked, alias := name, ""
+	if target, ok := s.aliases[name]; ok {
+		alias, name = asked, target
+	}
 	r, fromCatalog := s.cat.runtime(name)
 	known := fromCatalog
 	if !fromCatalog {
@@ -384,10 +460,13 @@ func (s *Store) resolveLocked(name string) (Resolved, error) {
 	}
 	var m *imageMeta
 	if known {
-		m = s.currentImageLocked(r.Image, fromCatalog)
+		m = s.imageOfLocked(r, fromCatalog)
 	}
 	if m == nil {
-		e := &NotInstalledError{Runtime: name, Known: known, Image: r.Image}
+		e := &NotInstalledError{Runtime: asked, Known: known, Image: r.Image, Digest: r.Digest}
+		if alias != "" {
+			e.AliasOf = name
+		}
 		if fromCatalog {
 			img, _ := s.cat.image(r.Image)
 			e.RecipeHash = recipeHash(img)
@@ -408,6 +487,7 @@ func (s *Store) resolveLocked(name string) (Resolved, error) {
 		RootFS:   filepath.Join(m.dir, "rootfs"),
 		UIDBase:  m.UIDBase,
 		ImageDir: m.dir,
+		Alias:    alias,
 	}, nil
 }
 

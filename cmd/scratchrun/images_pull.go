@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/scratchrun/scratchrun/internal/images"
+)
+
+// runtimeFlags are the flags that describe a runtime an operator adds from
+// an image (pull or import).
+type runtimeFlags struct {
+	command, file, version, libraries, warm, platform, tag *string
+	envs                                                   listFlag
+}
+
+func addRuntimeFlags(fs *flag.FlagSet) *runtimeFlags {
+	f := &runtimeFlags{
+		command:   fs.String("command", "", "command line inside the image, with {file} where the code file goes, e.g. '/usr/local/bin/python3.12 {file}'"),
+		file:      fs.String("file", "", "name of the code file, e.g. main.py"),
+		version:   fs.String("version", "", "interpreter version shown to callers (optional)"),
+		libraries: fs.String("libraries", "", "comma-separated libraries shown to callers (optional)"),
+		warm:      fs.String("warm", "", "pre-start the interpreter in warm sandboxes: python or node (optional)"),
+		platform:  fs.String("platform", images.DefaultPlatform, "platform to pick from a multi-platform image, os/arch[/variant]"),
+		tag:       fs.String("tag", "", "image to pick from an archive or layout holding several (repository:tag, or the layout's ref name)"),
+	}
+	fs.Var(&f.envs, "env", "NAME=value set for this runtime, over the image's own environment (repeatable)")
+	return f
+}
+
+func (f *runtimeFlags) spec(name string) (images.RuntimeSpec, error) {
+	env, err := parseEnv(f.envs)
+	if err != nil {
+		return images.RuntimeSpec{}, err
+	}
+	var libs []string
+	for _, l := range strings.Split(*f.libraries, ",") {
+		if l = strings.TrimSpace(l); l != "" {
+			libs = append(libs, l)
+		}
+	}
+	return images.RuntimeSpec{Name: name, Command: strings.Fields(*f.command), File: *f.file, Env: env,
+		Version: *f.version, Libraries: libs, Warm: *f.warm}, nil
+}
+
+func (f *runtimeFlags) selection(insecure bool) images.ImageSelect {
+	return images.ImageSelect{Platform: *f.platform, Tag: *f.tag, Insecure: insecure}
+}
+
+// storeExit maps a store error to an exit status: input the operator can fix
+// (names, flags, references, platforms) is a usage error.
+func storeExit(what string, err error) int {
+	fmt.Fprintf(os.Stderr, "scratchrun images %s: %v\n", what, err)
+	msg := err.Error()
+	for _, field := range []string{"name:", "command", "file:", "env:", "warm:", "platform:", "tag:", "reference:", "archive:", "alias:", "runtime:"} {
+		if strings.HasPrefix(msg, field) {
+			return exitUsage
+		}
+	}
+	if errors.Is(err, images.ErrInvalidName) {
+		return exitUsage
+	}
+	return exitInternal
+}
+
+func imagesPull(args []string) int {
+	fs := flag.NewFlagSet("images pull", flag.ContinueOnError)
+	rf := addRuntimeFlags(fs)
+	insecure := fs.Bool("insecure", false, "allow plain HTTP to a registry that is not on loopback or a private network")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return flagExit(err)
+	}
+	if len(pos) != 2 {
+		fmt.Fprintln(os.Stderr, "usage: scratchrun images pull NAME REF --command 'CMD ... {file}' --file main.ext [--env K=V] [--platform os/arch]")
+		return exitUsage
+	}
+	spec, err := rf.spec(pos[0])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "scratchrun images pull: %v\n", err)
+		return exitUsage
+	}
+	store, err := openStore()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "scratchrun images pull: %v\n", err)
+		return exitInternal
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := store.Pull(ctx, pos[1], spec, rf.selection(*insecure), os.Stderr); err != nil {
+		return storeExit("pull", err)
+	}
+	return 0
+}

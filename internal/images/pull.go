@@ -1,0 +1,404 @@
+package images
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+)
+
+// RuntimeSpec is what an operator says about a runtime made from an OCI
+// image: its name and how code runs in it. The image's own config adds to
+// Env; the rest of the config is recorded, not used (see ociConfig).
+type RuntimeSpec struct {
+	// Name is the runtime's name, e.g. "python3.12".
+	Name string
+	// Command is the argv with FilePlaceholder where the code file goes;
+	// its program must exist in the image.
+	Command []string
+	// File is the code file's name, e.g. "main.py".
+	File string
+	// Env overrides the image's environment for this runtime.
+	Env map[string]string
+	// Version and Libraries are shown to callers (optional).
+	Version   string
+	Libraries []string
+	// Warm pre-starts the interpreter in warm sandboxes: "python" or "node"
+	// with Command[0] as the interpreter, or empty for none.
+	Warm string
+}
+
+// runtime turns the spec into the runtime record for an image.
+func (sp RuntimeSpec) runtime(ref string, digest v1.Hash, imageEnv map[string]string) (Runtime, error) {
+	env := maps.Clone(imageEnv)
+	if env == nil {
+		env = map[string]string{}
+	}
+	maps.Copy(env, sp.Env)
+	r := Runtime{
+		Name: sp.Name, Image: ref, Digest: digest.String(),
+		Command: slices.Clone(sp.Command), File: sp.File, Env: env,
+		Version: sp.Version, Libraries: slices.Clone(sp.Libraries),
+	}
+	switch sp.Warm {
+	case "":
+	case "python", "node":
+		if len(sp.Command) == 0 {
+			return Runtime{}, errors.New("command: must not be empty")
+		}
+		flag := "-c"
+		if sp.Warm == "node" {
+			flag = "-e"
+		}
+		r.Warm = sp.Warm
+		r.WarmCommand = []string{sp.Command[0], flag, "{bootstrap}"}
+	default:
+		return Runtime{}, fmt.Errorf("warm: %q is not python, node or empty", sp.Warm)
+	}
+	if err := r.validate(); err != nil {
+		return Runtime{}, err
+	}
+	return r, nil
+}
+
+// check validates the spec on its own, before any image is fetched.
+func (sp RuntimeSpec) check() error {
+	_, err := sp.runtime("ref", v1.Hash{Algorithm: "sha256", Hex: strings.Repeat("0", 64)}, nil)
+	return err
+}
+
+// checkNewRuntimeName refuses a name for a runtime the operator adds when
+// it belongs to the catalog or to an alias.
+func (s *Store) checkNewRuntimeName(name string) error {
+	if err := ValidateName("name", name); err != nil {
+		return err
+	}
+	if _, ok := s.cat.runtime(name); ok {
+		return fmt.Errorf("name: %q is a catalog runtime; give yours another name", name)
+	}
+	if _, ok := s.cat.image(name); ok {
+		return fmt.Errorf("name: %q is a catalog image; give yours another name", name)
+	}
+	s.mu.Lock()
+	s.refreshQuietlyLocked()
+	target, isAlias := s.aliases[name]
+	s.mu.Unlock()
+	if isAlias {
+		return fmt.Errorf("name: %q is an alias of %s; remove the alias first (scratchrun images alias --remove %s)", name, target, name)
+	}
+	return nil
+}
+
+// Pull fetches the image ref from its registry (the platform's image of a
+// multi-platform one), stores it by digest and registers the runtime spec
+// describes. An image already stored under the same digest is not fetched
+// again: a reference by digest then needs no network at all, one by tag only
+// its manifest. Nothing is stored when any step fails.
+func (s *Store) Pull(ctx context.Context, ref string, spec RuntimeSpec, sel ImageSelect, progress io.Writer) error {
+	if progress == nil {
+		progress = io.Discard
+	}
+	if err := s.checkNewRuntimeName(spec.Name); err != nil {
+		return err
+	}
+	if err := spec.check(); err != nil {
+		return err
+	}
+	want, err := sel.platform()
+	if err != nil {
+		return err
+	}
+	r, err := parseRef(ref, sel.Insecure)
+	if err != nil {
+		return err
+	}
+	if d, ok := r.(name.Digest); ok {
+		err := s.addOCIRuntime(ctx, &ociImage{digest: parseDigest(d.DigestStr()), ref: r.String(), platform: want}, spec, progress)
+		if !errors.Is(err, errNotStored) {
+			return err
+		}
+	}
+	fmt.Fprintf(progress, "resolving %s for %s ...\n", r, want.String())
+	img, err := resolveRemote(ctx, r, sel)
+	if err != nil {
+		return err
+	}
+	return s.addOCIRuntime(ctx, img, spec, progress)
+}
+
+// errNotStored says a pull by digest must fetch after all.
+var errNotStored = errors.New("image not in the store")
+
+// parseDigest parses a digest that name.ParseReference has already checked.
+func parseDigest(d string) v1.Hash {
+	h, err := v1.NewHash(d)
+	if err != nil {
+		return v1.Hash{}
+	}
+	return h
+}
+
+// ImportImage stores the image of a `docker save` archive or an OCI image
+// layout directory (see ImportKind) and registers the runtime spec
+// describes, as Pull does.
+func (s *Store) ImportImage(ctx context.Context, path string, spec RuntimeSpec, sel ImageSelect, progress io.Writer) error {
+	if progress == nil {
+		progress = io.Discard
+	}
+	if err := s.checkNewRuntimeName(spec.Name); err != nil {
+		return err
+	}
+	if err := spec.check(); err != nil {
+		return err
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return fmt.Errorf("archive: %w", err)
+	}
+	kind, err := ImportKind(abs)
+	if err != nil {
+		return err
+	}
+	var img *ociImage
+	switch kind {
+	case KindDockerArchive:
+		img, err = openDockerArchive(abs, sel)
+	case KindOCILayout:
+		img, err = openLayout(abs, sel)
+	default:
+		return fmt.Errorf("archive: %s is neither a docker save archive nor an OCI image layout", abs)
+	}
+	if err != nil {
+		return err
+	}
+	return s.addOCIRuntime(ctx, img, spec, progress)
+}
+
+// storedByDigest finds an OCI image stored under digest, or chosen for
+// platform from the index of that digest.
+func (s *Store) storedByDigest(digest string, platform v1.Platform) *imageMeta {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refreshQuietlyLocked()
+	for i := range s.images {
+		m := &s.images[i]
+		if !isOCISource(m.Source) || m.UIDBase != s.uidBase() {
+			continue
+		}
+		if m.Digest == digest {
+			if p, err := v1.ParsePlatform(m.Platform); err == nil && p.OS != "" && !p.Satisfies(platform) {
+				return nil // the same image, but not for this platform: refused when fetched
+			}
+			return m
+		}
+		if m.IndexDigest == digest && m.Platform != "" {
+			if p, err := v1.ParsePlatform(m.Platform); err == nil && p.Satisfies(platform) {
+				return m
+			}
+		}
+	}
+	return nil
+}
+
+// addOCIRuntime stores img unless the store holds its digest already, and
+// writes the runtime file, all under the store lock. An img without an image
+// (a pull by digest, before any network) is only looked up: errNotStored
+// when it is not there.
+func (s *Store) addOCIRuntime(ctx context.Context, img *ociImage, spec RuntimeSpec, progress io.Writer) error {
+	unlock, err := s.lock(ctx, progress)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := s.removeStaleTmp(progress); err != nil {
+		return err
+	}
+	stored := s.storedByDigest(img.digest.String(), img.platform)
+	switch {
+	case stored != nil:
+		fmt.Fprintf(progress, "image %s is in the store already: nothing to download\n", img.digest)
+	case img.img == nil:
+		return errNotStored
+	default:
+		if stored, err = s.storeOCI(ctx, img, spec.Command, progress); err != nil {
+			return err
+		}
+	}
+	digest, err := v1.NewHash(stored.Digest)
+	if err != nil {
+		return fmt.Errorf("image %s: %w", stored.dir, err)
+	}
+	// The runtime names the reference it was added from, which may differ
+	// from the one the shared image was first stored under.
+	rt, err := spec.runtime(img.ref, digest, stored.Config.Env)
+	if err != nil {
+		return err
+	}
+	rootfs := filepath.Join(stored.dir, "rootfs")
+	if err := checkProgram(rootfs, rt.Command[0]); err != nil {
+		return err
+	}
+	for _, line := range stored.Config.notTaken() {
+		fmt.Fprintf(progress, "image config: %s\n", line)
+	}
+	if err := writeJSONAtomic(filepath.Join(s.runtimesDir, rt.Name+".json"), rt); err != nil {
+		return fmt.Errorf("write runtime %s: %w", rt.Name, err)
+	}
+	s.mu.Lock()
+	s.refreshQuietlyLocked()
+	s.mu.Unlock()
+	fmt.Fprintf(progress, "runtime %s runs %s in %s (%s)\n", rt.Name, strings.Join(rt.Command, " "), rt.Image, stored.Digest)
+	return nil
+}
+
+// storeOCI extracts img's layers into a new image directory, named by its
+// digest. It is written beside the store under a .tmp- name and renamed into
+// place only when every layer was read whole and matched its digest, and
+// the runtime's program (command[0]) is in it.
+func (s *Store) storeOCI(ctx context.Context, img *ociImage, command []string, progress io.Writer) (_ *imageMeta, err error) {
+	start := time.Now()
+	if img.checkPlatform {
+		if img.platform, err = checkPlatform(img.img, img.platform, img.ref); err != nil {
+			return nil, err
+		}
+	}
+	cfg, err := img.img.ConfigFile()
+	if err != nil {
+		return nil, fmt.Errorf("%s: read image config: %w", img.ref, err)
+	}
+	layers, err := img.img.Layers()
+	if err != nil {
+		return nil, fmt.Errorf("%s: list layers: %w", img.ref, err)
+	}
+	if len(cfg.RootFS.DiffIDs) != len(layers) {
+		return nil, fmt.Errorf("%s: the config lists %d layers, the manifest %d", img.ref, len(cfg.RootFS.DiffIDs), len(layers))
+	}
+	fmt.Fprintf(progress, "storing %s (%s, %s): %d layers, uid base %d\n", img.ref, img.platform.String(), img.digest, len(layers), s.uidBase())
+	tmp, err := os.MkdirTemp(s.imagesDir, ".tmp-"+ociImageName+"-")
+	if err != nil {
+		return nil, fmt.Errorf("create image directory: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			removeTree(tmp)
+		}
+	}()
+	rootfs := filepath.Join(tmp, "rootfs")
+	if err := os.Mkdir(rootfs, 0o755); err != nil {
+		return nil, err
+	}
+	lx, err := newLayerExtractor(rootfs, s.shift)
+	if err != nil {
+		return nil, err
+	}
+	for i, l := range layers {
+		if err := s.applyLayer(ctx, lx, l, cfg.RootFS.DiffIDs[i], fmt.Sprintf("layer %d/%d", i+1, len(layers)), progress); err != nil {
+			lx.close()
+			return nil, fmt.Errorf("%s: %w", img.ref, err)
+		}
+	}
+	if _, err := lx.finish(); err != nil {
+		return nil, fmt.Errorf("%s: %w", img.ref, err)
+	}
+	if err := s.ensureMountPoints(rootfs); err != nil {
+		return nil, err
+	}
+	if err := s.ensureIdentity(rootfs); err != nil {
+		return nil, err
+	}
+	// Before the image is in place: an image the runtime cannot run in is
+	// not kept.
+	if err := checkProgram(rootfs, command[0]); err != nil {
+		return nil, err
+	}
+	size, err := treeSize(rootfs)
+	if err != nil {
+		return nil, err
+	}
+	meta := imageMeta{
+		Name:         ociImageName,
+		RecipeHash:   img.digest.Hex,
+		Created:      time.Now().UTC(),
+		SizeBytes:    size,
+		UIDBase:      s.uidBase(),
+		Source:       img.source,
+		BuildSeconds: time.Since(start).Seconds(),
+		Ref:          img.ref,
+		Digest:       img.digest.String(),
+		Platform:     img.platform.String(),
+		Config:       configMeta(cfg),
+	}
+	if img.index != (v1.Hash{}) {
+		meta.IndexDigest = img.index.String()
+	}
+	final := filepath.Join(s.imagesDir, ociImageName+"-"+shortHash(img.digest.Hex))
+	if err := s.finishImage(tmp, final, meta); err != nil {
+		return nil, err
+	}
+	meta.dir = final
+	fmt.Fprintf(progress, "stored %s in %.1fs: %.0f MB at %s\n", img.ref, meta.BuildSeconds, float64(size)/1e6, final)
+	return &meta, nil
+}
+
+// applyLayer reads one layer whole, applies it, and checks that what was
+// read is what the image's config says the layer is (its diff ID); a
+// registry's own digests are checked by the client as the bytes arrive.
+func (s *Store) applyLayer(ctx context.Context, lx *layerExtractor, l v1.Layer, diffID v1.Hash, what string, progress io.Writer) error {
+	digest, err := l.Digest()
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	size, _ := l.Size()
+	fmt.Fprintf(progress, "  %s %s (%.1f MB) ...\n", what, digest, float64(size)/1e6)
+	if diffID.Algorithm != "sha256" {
+		return fmt.Errorf("%s %s: diff ID %s is not sha256", what, digest, diffID)
+	}
+	start := time.Now()
+	rc, err := l.Uncompressed()
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", what, digest, err)
+	}
+	h := sha256.New()
+	counted := &countingHash{h: h}
+	r := io.TeeReader(ctxReader{ctx, rc}, counted)
+	err = lx.apply(r)
+	if err == nil {
+		// The tar's end-of-archive blocks may be followed by padding:
+		// the digest covers the whole stream.
+		_, err = io.Copy(io.Discard, r)
+	}
+	if cerr := rc.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", what, digest, err)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != diffID.Hex {
+		return fmt.Errorf("%s %s: corrupt: its content has digest sha256:%s, the image config says %s", what, digest, got, diffID)
+	}
+	fmt.Fprintf(progress, "  %s: %.1f MB unpacked in %.1fs\n", what, float64(counted.n)/1e6, time.Since(start).Seconds())
+	return nil
+}
+
+// countingHash is a hash that also counts what it was fed.
+type countingHash struct {
+	h hash.Hash
+	n int64
+}
+
+func (c *countingHash) Write(p []byte) (int, error) {
+	c.n += int64(len(p))
+	return c.h.Write(p)
+}
