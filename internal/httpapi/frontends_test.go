@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -48,7 +49,12 @@ func (c *concurrencyMeter) service() *execapitest.Service {
 // than 2 at once, though each front end alone would allow 2 (4 together,
 // as each counted only its own before the count moved into the store).
 func TestKeyConcurrencyHoldsAcrossFrontEnds(t *testing.T) {
-	db := postgres.Shared(t).NewDatabase(t)
+	t.Run("postgres", func(t *testing.T) { keyConcurrencyAcrossFrontEnds(t, postgres.Shared(t).NewDatabase(t)) })
+	// Several servers on one machine may share a SQLite file.
+	t.Run("sqlite", func(t *testing.T) { keyConcurrencyAcrossFrontEnds(t, filepath.Join(t.TempDir(), "shared.db")) })
+}
+
+func keyConcurrencyAcrossFrontEnds(t *testing.T, db string) {
 	var meter concurrencyMeter
 	a := startServer(t, serverOptions{capacity: 4, queueWait: 10 * time.Second, fake: meter.service(), db: db})
 	b := startServer(t, serverOptions{capacity: 4, queueWait: 10 * time.Second, fake: meter.service(), db: db})

@@ -69,14 +69,16 @@ func (g *gate) Exec(ctx context.Context, req execapi.Request, events execapi.Eve
 	if err != nil {
 		return execapi.Result{}, err
 	}
+	// Whatever way this call ends, its slot goes back (only once: a run
+	// releases it below, keeping its token), or it would be renewed for as
+	// long as this process lives.
+	defer permit.Release(false)
 	queuedAt := time.Now()
 	t, refusal, err := g.adm.acquire(ctx, caller, checked.Timeout)
 	if refusal != nil {
-		permit.Release(false)
 		return execapi.Result{}, g.refuse(refusal)
 	}
 	if err != nil {
-		permit.Release(false)
 		return execapi.Result{}, fmt.Errorf("waiting for a sandbox slot: %w", err)
 	}
 	g.m.queueSeconds.Observe(time.Since(queuedAt).Seconds())
@@ -95,7 +97,6 @@ func (g *gate) Exec(ctx context.Context, req execapi.Request, events execapi.Eve
 		// refuse too: still nothing ran, so it neither counts against the
 		// key nor is a run.
 		g.adm.release(t, 0)
-		permit.Release(false)
 		reason := reasonInvalidRequest
 		if refused && !execapi.IsValidation(err) {
 			reason = string(refusal.Reason)
@@ -104,7 +105,7 @@ func (g *gate) Exec(ctx context.Context, req execapi.Request, events execapi.Eve
 		return execapi.Result{}, err
 	}
 	g.adm.release(t, ran)
-	permit.Release(true)
+	permit.Release(true) // before accounting: the slot is free once the run is
 	outcome := classify(ctx, res, err)
 	g.m.runs.WithLabelValues(checked.Runtime, outcome).Inc()
 	g.m.runSeconds.WithLabelValues(checked.Runtime).Observe(ran.Seconds())

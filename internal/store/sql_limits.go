@@ -25,12 +25,13 @@ func (s *sqlStore) Admit(ctx context.Context, keyID string, expect time.Duration
 		var nowUS int64
 		var tokens sql.NullFloat64
 		var atUS sql.NullInt64
-		var inFlight, soonestUS int64
+		var inFlight, expired, soonestUS int64
 		err = c.queryRow(ctx, `SELECT clock.us, b.tokens, b.at_us,
 			(SELECT COUNT(*) FROM leases l WHERE l.key_id = ? AND l.expires_us > clock.us),
+			(SELECT COUNT(*) FROM leases l WHERE l.key_id = ? AND l.expires_us <= clock.us),
 			(SELECT COALESCE(MIN(l.expect_end_us), 0) FROM leases l WHERE l.key_id = ? AND l.expires_us > clock.us)
-			FROM (SELECT `+s.d.nowUS+` AS us) clock LEFT JOIN rate_buckets b ON b.key_id = ?`, keyID, keyID, keyID).
-			Scan(&nowUS, &tokens, &atUS, &inFlight, &soonestUS)
+			FROM (SELECT `+s.d.nowUS+` AS us) clock LEFT JOIN rate_buckets b ON b.key_id = ?`, keyID, keyID, keyID, keyID).
+			Scan(&nowUS, &tokens, &atUS, &inFlight, &expired, &soonestUS)
 		if err != nil {
 			return fmt.Errorf("read the limits of %s: %w", keyID, err)
 		}
@@ -45,8 +46,11 @@ func (s *sqlStore) Admit(ctx context.Context, keyID string, expect time.Duration
 		if inFlight >= int64(k.Concurrency) {
 			return &LimitError{Limit: LimitConcurrency, Max: k.Concurrency, RetryAfter: time.Duration(max(soonestUS-nowUS, 0)) * time.Microsecond}
 		}
-		if _, err := c.exec(ctx, `DELETE FROM leases WHERE key_id = ? AND expires_us <= ?`, keyID, nowUS); err != nil {
-			return fmt.Errorf("drop expired leases of %s: %w", keyID, err)
+		if expired > 0 {
+			// The leases of a front end that stopped renewing them.
+			if _, err := c.exec(ctx, `DELETE FROM leases WHERE key_id = ? AND expires_us <= ?`, keyID, nowUS); err != nil {
+				return fmt.Errorf("drop expired leases of %s: %w", keyID, err)
+			}
 		}
 		if _, err := c.exec(ctx, `INSERT INTO rate_buckets (key_id, tokens, at_us) VALUES (?, ?, ?)
 			ON CONFLICT (key_id) DO UPDATE SET tokens = excluded.tokens, at_us = excluded.at_us`, keyID, b.tokens-1, nowUS); err != nil {
@@ -94,12 +98,16 @@ func (s *sqlStore) Renew(ctx context.Context, leaseIDs []int64) ([]int64, error)
 }
 
 func (s *sqlStore) Release(ctx context.Context, lease Lease, refund bool) error {
+	if !refund {
+		// One statement, the common case: a call that ran.
+		if _, err := s.db.exec(ctx, `DELETE FROM leases WHERE id = ?`, lease.ID); err != nil {
+			return fmt.Errorf("release lease %d: %w", lease.ID, err)
+		}
+		return nil
+	}
 	return s.db.inTx(ctx, func(c conn) error {
 		if _, err := c.exec(ctx, `DELETE FROM leases WHERE id = ?`, lease.ID); err != nil {
 			return fmt.Errorf("release lease %d: %w", lease.ID, err)
-		}
-		if !refund {
-			return nil
 		}
 		// Under the key's lock, as Admit writes the bucket, so that neither
 		// overwrites the other; the bucket is capped at the key's rate when
