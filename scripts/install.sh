@@ -25,7 +25,10 @@ command -v go >/dev/null || { echo "install.sh: Go 1.26 is needed (https://go.de
 
 # gcc and libc6-dev build scratchrun-spawn, the small C helper that starts
 # sandboxes and carries their init (internal/sandbox/namespaces/spawner/c).
-packages=(mmdebstrap ca-certificates nftables iproute2 curl gcc libc6-dev)
+# postgresql is for the tests only: they start throwaway servers of their own
+# (internal/testenv/postgres) to test the key store shared by front ends;
+# scratchrun itself never needs it unless --db names a postgres:// URL.
+packages=(mmdebstrap ca-certificates nftables iproute2 curl gcc libc6-dev postgresql)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -34,6 +37,11 @@ if ((${#missing[@]})); then
   step "installing Debian packages: ${missing[*]}"
   apt-get update
   DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
+  if [[ " ${missing[*]} " == *" postgresql "* ]] && [[ -d /run/systemd/system ]]; then
+    # The package starts a cluster of its own, which nothing here uses: a
+    # database listening that nobody asked for is not left running.
+    systemctl disable --now postgresql >/dev/null 2>&1 || true
+  fi
 else
   step "Debian packages already installed: ${packages[*]}"
 fi

@@ -32,6 +32,8 @@ func cmdKeys(args []string) int {
 		return keysList(args[1:])
 	case "revoke":
 		return keysRevoke(args[1:])
+	case "set":
+		return keysSet(args[1:])
 	case "usage":
 		return keysUsageReport(args[1:])
 	case "help", "-h", "--help":
@@ -50,9 +52,10 @@ func keysUsage() {
   create --name NAME [--rate N/min] [--concurrency N]   make a key; it is printed once, on the last line
   list                                                 every key (never the secret)
   revoke ID|NAME                                       refuse the key from the next request on
+  set ID|NAME [--rate N/min] [--concurrency N]         change a key's limits (calls in flight go on)
   usage [--key ID|NAME] [--since 24h|2025-01-31] [--runs]   runs, time and bytes per key
 
-Every command takes --db FILE (env SCRATCHRUN_DB; default `+defaultDBPath()+`).
+Every command takes --db FILE|postgres://... (env SCRATCHRUN_DB; default `+defaultDBPath()+`).
 `)
 }
 
@@ -69,11 +72,11 @@ func keysUsageError(sub, msg string) int {
 // keysFlagSet is a flag set with --db.
 func keysFlagSet(sub string) (*flag.FlagSet, *string) {
 	fs := flag.NewFlagSet("keys "+sub, flag.ContinueOnError)
-	db := fs.String("db", "", "key and usage database `FILE` (env SCRATCHRUN_DB; default "+defaultDBPath()+")")
+	db := fs.String("db", "", dbFlagUsage)
 	return fs, db
 }
 
-func openKeys(ctx context.Context, flagValue string) (*store.Store, error) {
+func openKeys(ctx context.Context, flagValue string) (store.Store, error) {
 	return store.Open(ctx, firstNonEmpty(flagValue, os.Getenv("SCRATCHRUN_DB"), defaultDBPath()))
 }
 
@@ -181,6 +184,46 @@ func keysRevoke(args []string) int {
 	return 0
 }
 
+func keysSet(args []string) int {
+	fs, db := keysFlagSet("set")
+	rate := fs.String("rate", "", "runs the key may start per minute, as `N/min` or N (default: unchanged)")
+	conc := fs.Int("concurrency", 0, "requests of the key in flight at once (default: unchanged)")
+	positional, err := parseInterspersed(fs, args)
+	if err != nil {
+		return flagExit(err)
+	}
+	if len(positional) != 1 {
+		return keysUsageError("set", "name exactly one key: scratchrun keys set ID|NAME [--rate N/min] [--concurrency N]")
+	}
+	var change store.LimitChange
+	if *rate != "" {
+		if change.RatePerMin, err = parseRate(*rate); err != nil {
+			return keysUsageError("set", "--rate: "+err.Error())
+		}
+	}
+	concGiven := false
+	fs.Visit(func(f *flag.Flag) { concGiven = concGiven || f.Name == "concurrency" })
+	if concGiven && *conc <= 0 {
+		return keysUsageError("set", fmt.Sprintf("--concurrency %d: must be at least 1", *conc))
+	}
+	change.Concurrency = *conc
+	if change == (store.LimitChange{}) {
+		return keysUsageError("set", "nothing to change: give --rate, --concurrency or both")
+	}
+	ctx := context.Background()
+	st, err := openKeys(ctx, *db)
+	if err != nil {
+		return keysError("set", err)
+	}
+	defer st.Close()
+	k, err := st.SetLimits(ctx, positional[0], change)
+	if err != nil {
+		return keysError("set", err)
+	}
+	fmt.Printf("key %s (%s): %d runs/min, %d at once; calls in flight go on\n", k.ID, k.Name, k.RatePerMin, k.Concurrency)
+	return 0
+}
+
 func keysUsageReport(args []string) int {
 	fs, db := keysFlagSet("usage")
 	keyRef := fs.String("key", "", "only this key, by `ID|NAME` (a name also matches revoked keys of that name)")
@@ -231,10 +274,10 @@ func keysUsageReport(args []string) int {
 		if err != nil {
 			return keysError("usage", err)
 		}
-		fmt.Fprintln(tw, "STARTED\tKEY\tNAME\tRUNTIME\tDURATION\tEXIT\tOUTCOME\tBYTES IN\tBYTES OUT")
+		fmt.Fprintln(tw, "STARTED\tKEY\tNAME\tRUNTIME\tWORKER\tDURATION\tEXIT\tOUTCOME\tBYTES IN\tBYTES OUT")
 		for _, u := range rows {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%dms\t%d\t%s\t%d\t%d\n", u.Started.Format("2006-01-02 15:04:05.000"), keyLabel(u.KeyID), names[u.KeyID],
-				u.Runtime, u.Duration.Milliseconds(), u.ExitCode, u.Outcome, u.BytesIn, u.BytesOut)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%dms\t%d\t%s\t%d\t%d\n", u.Started.Format("2006-01-02 15:04:05.000"), keyLabel(u.KeyID), names[u.KeyID],
+				u.Runtime, u.Worker, u.Duration.Milliseconds(), u.ExitCode, u.Outcome, u.BytesIn, u.BytesOut)
 		}
 		return 0
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/scratchrun/scratchrun/internal/testenv"
+	"github.com/scratchrun/scratchrun/internal/testenv/postgres"
 )
 
 // These tests build the real binary and drive it as a user would, on the real
@@ -47,6 +48,7 @@ func TestMain(m *testing.M) {
 	}
 	os.Setenv("SCRATCHRUN_STATE_DIR", stateDir)
 	os.Setenv("SCRATCHRUN_CGROUP_PARENT", cgroupParent)
+	env.AtEnd(postgres.StopShared) // the key stores of the serve and keys tests
 	code := env.Run(m)
 	os.RemoveAll(dir)
 	os.Exit(code)

@@ -32,7 +32,7 @@ const defaultServeAddr = "127.0.0.1:8722"
 func cmdServe(args []string) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	addr := fs.String("addr", "", "listen on `HOST:PORT` (env SCRATCHRUN_ADDR; default "+defaultServeAddr+")")
-	dbPath := fs.String("db", "", "key and usage database `FILE` (env SCRATCHRUN_DB; default "+defaultDBPath()+")")
+	dbPath := fs.String("db", "", dbFlagUsage)
 	capacity := fs.Int("capacity", 0, "sandboxes run at once (default SCRATCHRUN_MAX_CONCURRENT, else 2 per core bounded by memory)")
 	queueWait := fs.Duration("queue-wait", httpapi.DefaultQueueWait, "how long a request waits for a free sandbox before a 429 (0: no waiting)")
 	queueLen := fs.Int("queue", 0, "requests that may wait for a sandbox at once (default 4 per sandbox)")
@@ -43,14 +43,15 @@ func cmdServe(args []string) int {
 	allowPublicMetrics := fs.Bool("allow-public-metrics", false, "let --metrics-addr listen beyond loopback (anyone who reaches it reads the metrics)")
 	addOperatorFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `usage: scratchrun serve [--addr HOST:PORT] [--db FILE] [flags]
+		fmt.Fprint(fs.Output(), `usage: scratchrun serve [--addr HOST:PORT] [--db FILE|postgres://...] [flags]
 
 Serves the HTTP API (POST /v1/exec, GET /v1/runtimes, /healthz, /readyz,
 /metrics) and the MCP tool at /mcp, with the API keys of 'scratchrun keys'
 (/healthz and /readyz need none). While no key has ever been created it
 serves without authentication, and then only on a loopback address unless
 --allow-no-auth is given. --metrics-addr serves /metrics alone, without keys,
-for a Prometheus scraper.
+for a Prometheus scraper. Servers that share a --db (a postgres:// URL, or
+one SQLite file on one machine) hold each key to its limits together.
 
 flags:
 `)
@@ -70,6 +71,8 @@ flags:
 		return serveUsageError(err.Error())
 	}
 	db := firstNonEmpty(*dbPath, os.Getenv("SCRATCHRUN_DB"), defaultDBPath())
+	// db may be a URL with a password: only its redacted form is printed.
+	dbShown := store.Redact(db)
 	bodyLimit, err := parseSize(*maxBody)
 	if err != nil {
 		return serveUsageError("--max-body: " + err.Error())
@@ -94,7 +97,7 @@ flags:
 
 	refuse := func(where string) int {
 		return serveUsageError(fmt.Sprintf("refusing to serve on %s without API keys: anyone who reaches it could run code.\n"+
-			"Create a key first (scratchrun keys create --name NAME --db %s), listen on 127.0.0.1, or pass --allow-no-auth", where, db))
+			"Create a key first (scratchrun keys create --name NAME --db %s), listen on 127.0.0.1, or pass --allow-no-auth", where, dbShown))
 	}
 	openToAll := !hasKeys && !*allowNoAuth
 	// Refuse before binding when the address says enough, so that nothing
@@ -164,13 +167,13 @@ flags:
 	}
 
 	if !hasKeys {
-		fmt.Fprintf(os.Stderr, "scratchrun serve: no API keys exist: serving WITHOUT authentication until one is created (scratchrun keys create --name NAME --db %s)\n", db)
+		fmt.Fprintf(os.Stderr, "scratchrun serve: no API keys exist: serving WITHOUT authentication until one is created (scratchrun keys create --name NAME --db %s)\n", dbShown)
 	}
 	queueText := "no queue"
 	if *queueWait > 0 {
 		queueText = fmt.Sprintf("queue wait %s", *queueWait)
 	}
-	fmt.Fprintf(os.Stderr, "scratchrun serve: listening on http://%s (capacity %d sandboxes, %s, keys in %s)\n", ln.Addr(), eng.Capacity(), queueText, db)
+	fmt.Fprintf(os.Stderr, "scratchrun serve: listening on http://%s (capacity %d sandboxes, %s, keys in %s)\n", ln.Addr(), eng.Capacity(), queueText, dbShown)
 	if metricsLn != nil {
 		stopMetrics := serveMetrics(srv, metricsLn, metricsListen, limits, log)
 		defer stopMetrics()
@@ -255,6 +258,9 @@ func listenerIsLoopback(ln net.Listener) bool {
 	tcp, ok := ln.Addr().(*net.TCPAddr)
 	return ok && tcp.IP.IsLoopback()
 }
+
+// dbFlagUsage describes --db, which serve and every keys command take.
+var dbFlagUsage = "key and usage database: a `FILE` (SQLite) or a postgres:// URL, which several servers may share (env SCRATCHRUN_DB; default " + defaultDBPath() + ")"
 
 // defaultDBPath is /var/lib/scratchrun/scratchrun.db for root, else in the
 // user's data directory.

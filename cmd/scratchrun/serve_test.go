@@ -20,10 +20,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/scratchrun/scratchrun/internal/leakcheck"
+	"github.com/scratchrun/scratchrun/internal/store"
+	"github.com/scratchrun/scratchrun/internal/testenv/postgres"
 )
 
 // These tests run `scratchrun serve` and `scratchrun keys` as an operator
-// would: the real binary, a real SQLite file, a socket on 127.0.0.1.
+// would: the real binary, a real SQLite file or PostgreSQL database (a
+// throwaway server, testenv/postgres), a socket on 127.0.0.1.
 
 var keyLine = regexp.MustCompile(`^sr_live_[0-9A-Za-z]{43}$`)
 
@@ -250,10 +253,24 @@ func TestServeRefusesNonLoopbackWithoutKeys(t *testing.T) {
 	}
 }
 
-// keys create, list, revoke and usage, as the README shows them.
+// keys create, list, set, revoke and usage, as the README shows them, on a
+// SQLite file and on a PostgreSQL database.
 func TestKeysCommands(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) {
+		db := filepath.Join(t.TempDir(), "keys.db")
+		key := keysCommands(t, db)
+		if data, _ := os.ReadFile(db); strings.Contains(string(data), key) {
+			t.Error("the database holds the key itself")
+		}
+	})
+	t.Run("postgres", func(t *testing.T) {
+		keysCommands(t, postgres.Shared(t).NewDatabase(t))
+	})
+}
+
+// keysCommands runs the keys commands on db and returns the key it made.
+func keysCommands(t *testing.T, db string) string {
 	dir := t.TempDir()
-	db := filepath.Join(dir, "keys.db")
 	key := createKey(t, db, "ci", "--rate", "30/min", "--concurrency", "2")
 	t.Setenv("SCRATCHRUN_DB", db) // the variable works like --db
 	r := scratchrun(t, dir, "", "keys", "list")
@@ -262,9 +279,6 @@ func TestKeysCommands(t *testing.T) {
 	}
 	if strings.Contains(r.stdout, key) || strings.Contains(r.stdout, key[12:]) {
 		t.Error("keys list shows the secret")
-	}
-	if data, _ := os.ReadFile(db); strings.Contains(string(data), key) {
-		t.Error("the database holds the key itself")
 	}
 	if r := scratchrun(t, dir, "", "keys", "create", "--name", "ci"); r.code != 2 || !strings.Contains(r.stderr, "already") {
 		t.Errorf("duplicate name: %d %s", r.code, r.stderr)
@@ -275,6 +289,10 @@ func TestKeysCommands(t *testing.T) {
 		{"keys", "create", "--name", "x", "--concurrency", "0"},
 		{"keys", "create", "--name", "bad name"},
 		{"keys", "revoke"},
+		{"keys", "set", "ci"},
+		{"keys", "set", "ci", "--concurrency", "0"},
+		{"keys", "set", "ci", "--rate", "0/min"},
+		{"keys", "set", "--rate", "5/min"},
 		{"keys", "usage", "--since", "yesterday"},
 		{"keys", "usage", "--key", "nobody"},
 		{"keys", "frobnicate"},
@@ -283,8 +301,20 @@ func TestKeysCommands(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q", args, r.code, r.stderr)
 		}
 	}
+	if r := scratchrun(t, dir, "", "keys", "set", "ci", "--rate", "90/min"); r.code != 0 || !strings.Contains(r.stdout, "90 runs/min, 2 at once") {
+		t.Errorf("keys set --rate: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if r := scratchrun(t, dir, "", "keys", "set", "ci", "--concurrency", "3"); r.code != 0 || !strings.Contains(r.stdout, "90 runs/min, 3 at once") {
+		t.Errorf("keys set --concurrency: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if r := scratchrun(t, dir, "", "keys", "list"); !regexp.MustCompile(`ci\s+sr_live_\S+\s+90/min\s+3\s`).MatchString(r.stdout) {
+		t.Errorf("keys list after set: %s", r.stdout)
+	}
 	if r := scratchrun(t, dir, "", "keys", "usage", "--since", "24h", "--key", "ci"); r.code != 0 || !strings.Contains(r.stdout, "RUNS") {
 		t.Errorf("keys usage: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if r := scratchrun(t, dir, "", "keys", "usage", "--runs"); r.code != 0 || !strings.Contains(r.stdout, "WORKER") {
+		t.Errorf("keys usage --runs: %d %s %s", r.code, r.stdout, r.stderr)
 	}
 	if r := scratchrun(t, dir, "", "keys", "revoke", "ci"); r.code != 0 || !strings.Contains(r.stdout, "revoked") {
 		t.Fatalf("keys revoke: %d %s %s", r.code, r.stdout, r.stderr)
@@ -292,8 +322,95 @@ func TestKeysCommands(t *testing.T) {
 	if r := scratchrun(t, dir, "", "keys", "revoke", "ci"); r.code == 0 {
 		t.Error("revoking twice succeeded")
 	}
+	if r := scratchrun(t, dir, "", "keys", "set", "ci", "--rate", "5/min"); r.code == 0 {
+		t.Error("changing a revoked key's limits succeeded")
+	}
 	if r := scratchrun(t, dir, "", "keys", "list"); !strings.Contains(r.stdout, "revoked") {
 		t.Errorf("keys list after revoke: %s", r.stdout)
+	}
+	return key
+}
+
+// A database that cannot be opened is named in the error, its password
+// never; a URL of another database is refused as such.
+func TestKeysDatabaseErrors(t *testing.T) {
+	dir := t.TempDir()
+	r := scratchrun(t, dir, "", "keys", "list", "--db", "postgres://agent:hunter2@/nosuch?host="+dir)
+	if r.code == 0 || strings.Contains(r.stderr, "hunter2") || !strings.Contains(r.stderr, "postgres://agent:xxxxx@/nosuch") {
+		t.Errorf("unreachable PostgreSQL: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = scratchrun(t, dir, "", "keys", "list", "--db", "mysql://agent:hunter2@db/keys")
+	if r.code == 0 || strings.Contains(r.stderr, "hunter2") || !strings.Contains(r.stderr, "postgres://") {
+		t.Errorf("a MySQL URL: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// Two `serve` processes over one PostgreSQL database, as two machines'
+// front ends: a key with concurrency 1 running on one is refused by the
+// other; when the first is killed (-9: it releases nothing) mid-run, its
+// slot comes back within the lease time; `keys revoke` stops the key on the
+// survivor at once; every run was recorded once, as the local worker's.
+func TestServeFrontEndsShareAPostgresKeyStore(t *testing.T) {
+	before := leakcheck.Take(leakOpts)
+	db := postgres.Shared(t).NewDatabase(t)
+	key := createKey(t, db, "shared", "--rate", "600/min", "--concurrency", "1")
+	a := startServe(t, "--db", db)
+	b := startServe(t, "--db", db)
+	go httpCall(http.MethodPost, a.url+"/v1/exec", key, `{"runtime": "bash", "code": "sleep 25", "limits": {"timeout_ms": 30000}}`)
+	deadline := time.Now().Add(60 * time.Second)
+	for metricLine(a.url, key, "scratchrun_sandboxes_in_use") != "1" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the long run never started:\n%s", a.stderr())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	quick := `{"runtime": "bash", "code": "echo hi"}`
+	if code, body, err := httpCall(http.MethodPost, b.url+"/v1/exec", key, quick); code != http.StatusTooManyRequests || !strings.Contains(body, "key_concurrency") {
+		t.Fatalf("the other front end while the key's one call runs: %d %s %v", code, body, err)
+	}
+	a.cmd.Process.Signal(syscall.SIGKILL)
+	killed := time.Now()
+	a.wait(t)
+	var freed time.Duration
+	for {
+		code, body, err := httpCall(http.MethodPost, b.url+"/v1/exec", key, quick)
+		if code == http.StatusOK {
+			freed = time.Since(killed)
+			break
+		}
+		if code != http.StatusTooManyRequests || !strings.Contains(body, "key_concurrency") {
+			t.Fatalf("after the kill: %d %s %v", code, body, err)
+		}
+		if time.Since(killed) > store.LeaseTTL+30*time.Second {
+			t.Fatalf("the killed front end's slot is still taken %s later", time.Since(killed))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("the slot of a front end killed mid-run was free again %s after the kill (lease %s)", freed.Round(time.Millisecond), store.LeaseTTL)
+	if freed > store.LeaseTTL+3*time.Second {
+		t.Errorf("slot freed %s after the kill; want within the lease time (%s) and a margin", freed.Round(time.Millisecond), store.LeaseTTL)
+	}
+	if r := scratchrun(t, t.TempDir(), "", "keys", "revoke", "shared", "--db", db); r.code != 0 {
+		t.Fatal(r.stderr)
+	}
+	if code, body, _ := httpCall(http.MethodPost, b.url+"/v1/exec", key, quick); code != http.StatusUnauthorized {
+		t.Errorf("the survivor right after the revoke: %d %s", code, body)
+	}
+	u := scratchrun(t, t.TempDir(), "", "keys", "usage", "--runs", "--db", db)
+	if u.code != 0 || strings.Count(u.stdout, " local ") != 1 {
+		t.Errorf("usage: want the one run that ended, on the local worker:\n%s%s", u.stdout, u.stderr)
+	}
+	b.cmd.Process.Signal(syscall.SIGTERM)
+	if code := b.wait(t); code != 0 {
+		t.Errorf("exit %d:\n%s", code, b.stderr())
+	}
+	// The killed server's sandbox died with it; the next engine sweeps what
+	// it left.
+	if r := scratchrun(t, t.TempDir(), "", "exec", "--runtime", "bash", "--code", "true"); r.code != 0 {
+		t.Errorf("exec after the crash: %d %s", r.code, r.stderr)
+	}
+	if left := leakcheck.WaitClean(before, leakOpts, 10*time.Second); len(left) > 0 {
+		t.Errorf("left behind:\n  %s", strings.Join(left, "\n  "))
 	}
 }
 

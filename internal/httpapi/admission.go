@@ -43,8 +43,7 @@ type admission struct {
 	ring    []string              // callers with a non-empty queue, in service order
 	next    int                   // index into ring of the caller served next
 	running map[*ticket]struct{}
-	perKey  map[string]int // caller -> requests queued or running
-	avg     time.Duration  // running average of run lengths
+	avg     time.Duration // running average of run lengths
 	onDepth func(queued, inUse int)
 }
 
@@ -65,25 +64,20 @@ func newAdmission(capacity, maxQueue int, queueWait time.Duration, onDepth func(
 	}
 	return &admission{
 		capacity: capacity, maxQueue: maxQueue, queueWait: queueWait,
-		queues: map[string]*list.List{}, running: map[*ticket]struct{}{}, perKey: map[string]int{},
+		queues: map[string]*list.List{}, running: map[*ticket]struct{}{},
 		avg: defaultRunEstimate, onDepth: onDepth,
 	}
 }
 
-// acquire waits for a slot for caller. keyConcurrency > 0 caps the caller's
-// requests in flight (queued or running). It returns a ticket to release, or
-// a refusal, or ctx's error when the caller went away while waiting.
-func (a *admission) acquire(ctx context.Context, caller string, keyConcurrency int, timeout time.Duration) (*ticket, *execapi.Refusal, error) {
+// acquire waits for a slot for caller. It returns a ticket to release, or a
+// refusal, or ctx's error when the caller went away while waiting. (A key's
+// own concurrency is not counted here but in the key store, across every
+// front end: see gate.admitKey.)
+func (a *admission) acquire(ctx context.Context, caller string, timeout time.Duration) (*ticket, *execapi.Refusal, error) {
 	a.mu.Lock()
-	if keyConcurrency > 0 && a.perKey[caller] >= keyConcurrency {
-		r := &execapi.Refusal{Reason: execapi.RefusedKeyConcurrency, RetryAfter: a.estimateForCallerLocked(caller), Limit: keyConcurrency}
-		a.mu.Unlock()
-		return nil, r, nil
-	}
 	t := &ticket{caller: caller, timeout: timeout, ready: make(chan struct{})}
 	if a.inUse < a.capacity && a.queued == 0 {
 		a.grantLocked(t)
-		a.perKey[caller]++
 		a.reportLocked()
 		a.mu.Unlock()
 		return t, nil, nil
@@ -97,7 +91,6 @@ func (a *admission) acquire(ctx context.Context, caller string, keyConcurrency i
 		return nil, r, nil
 	}
 	a.enqueueLocked(t)
-	a.perKey[caller]++
 	a.reportLocked()
 	a.mu.Unlock()
 
@@ -120,10 +113,6 @@ func (a *admission) acquire(ctx context.Context, caller string, keyConcurrency i
 		return t, nil, nil
 	}
 	a.dequeueLocked(t)
-	a.perKey[caller]--
-	if a.perKey[caller] == 0 {
-		delete(a.perKey, caller)
-	}
 	a.reportLocked()
 	if ctx.Err() != nil {
 		return nil, nil, ctx.Err()
@@ -146,10 +135,6 @@ func (a *admission) releaseLocked(t *ticket, ran time.Duration) {
 	t.released = true
 	delete(a.running, t)
 	a.inUse--
-	a.perKey[t.caller]--
-	if a.perKey[t.caller] == 0 {
-		delete(a.perKey, t.caller)
-	}
 	if ran > 0 {
 		a.avg = time.Duration(estimateSmoothing*float64(ran) + (1-estimateSmoothing)*float64(a.avg))
 	}
@@ -263,34 +248,6 @@ func (a *admission) estimateLocked(ahead int) time.Duration {
 		d = minimumRetryAfter
 	}
 	return d
-}
-
-// estimateForCallerLocked is when the caller's earliest run should end.
-func (a *admission) estimateForCallerLocked(caller string) time.Duration {
-	now := time.Now()
-	best := time.Duration(-1)
-	for t := range a.running {
-		if t.caller != caller {
-			continue
-		}
-		elapsed := now.Sub(t.started)
-		left := a.avg - elapsed
-		if bound := t.timeout + teardownAllowance - elapsed; left > bound {
-			left = bound
-		}
-		if best < 0 || left < best {
-			best = left
-		}
-	}
-	if best < 0 {
-		// Everything of this caller is still queued: it frees up no sooner
-		// than the queue moves.
-		return a.estimateLocked(a.queued)
-	}
-	if best < minimumRetryAfter {
-		best = minimumRetryAfter
-	}
-	return best
 }
 
 // waitIdle returns once nothing is queued or running, or stop is closed.

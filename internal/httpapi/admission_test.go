@@ -18,7 +18,7 @@ func queueUp(t *testing.T, a *admission, ctx context.Context, caller string, got
 	t.Helper()
 	before, _ := a.snapshot()
 	go func() {
-		tk, rej, err := a.acquire(ctx, caller, 0, time.Second)
+		tk, rej, err := a.acquire(ctx, caller, time.Second)
 		switch {
 		case err != nil:
 			got <- caller + ":" + err.Error()
@@ -40,7 +40,7 @@ var held = make(chan *ticket, 100)
 // caller's own requests in arrival order.
 func TestAdmissionRoundRobin(t *testing.T) {
 	a := newAdmission(1, 100, time.Minute, nil)
-	first, rej, err := a.acquire(context.Background(), "A", 0, time.Second)
+	first, rej, err := a.acquire(context.Background(), "A", time.Second)
 	if first == nil || rej != nil || err != nil {
 		t.Fatalf("first acquire: %v %v", rej, err)
 	}
@@ -69,7 +69,7 @@ func TestAdmissionRoundRobin(t *testing.T) {
 // to the next one.
 func TestAdmissionCancelWhileQueued(t *testing.T) {
 	a := newAdmission(1, 100, time.Minute, nil)
-	first, _, _ := a.acquire(context.Background(), "A", 0, time.Second)
+	first, _, _ := a.acquire(context.Background(), "A", time.Second)
 	got := make(chan string, 10)
 	ctx, cancel := context.WithCancel(context.Background())
 	queueUp(t, a, ctx, "B", got)
@@ -86,8 +86,8 @@ func TestAdmissionCancelWhileQueued(t *testing.T) {
 		t.Fatalf("next: %q", r)
 	}
 	a.release(<-held, 0)
-	if len(a.perKey) != 0 || len(a.ring) != 0 || len(a.queues) != 0 {
-		t.Errorf("state left: perKey %v ring %v queues %d", a.perKey, a.ring, len(a.queues))
+	if len(a.ring) != 0 || len(a.queues) != 0 {
+		t.Errorf("state left: ring %v queues %d", a.ring, len(a.queues))
 	}
 }
 
@@ -95,10 +95,10 @@ func TestAdmissionCancelWhileQueued(t *testing.T) {
 // at least a second that accounts for the work ahead.
 func TestAdmissionWaitAndEstimates(t *testing.T) {
 	a := newAdmission(2, 100, 50*time.Millisecond, nil)
-	t1, _, _ := a.acquire(context.Background(), "A", 0, 10*time.Second)
-	t2, _, _ := a.acquire(context.Background(), "A", 0, 10*time.Second)
+	t1, _, _ := a.acquire(context.Background(), "A", 10*time.Second)
+	t2, _, _ := a.acquire(context.Background(), "A", 10*time.Second)
 	start := time.Now()
-	_, rej, err := a.acquire(context.Background(), "B", 0, time.Second)
+	_, rej, err := a.acquire(context.Background(), "B", time.Second)
 	if err != nil || rej == nil || rej.Reason != execapi.RefusedAtCapacity {
 		t.Fatalf("over capacity: %v %v", rej, err)
 	}
@@ -117,11 +117,6 @@ func TestAdmissionWaitAndEstimates(t *testing.T) {
 	if early > 10*time.Second+teardownAllowance || later <= early {
 		t.Errorf("estimates: first in line %s, sixth %s", early, later)
 	}
-	// Key concurrency counts queued and running requests of the key.
-	_, rej, _ = a.acquire(context.Background(), "A", 2, time.Second)
-	if rej == nil || rej.Reason != execapi.RefusedKeyConcurrency || rej.RetryAfter < time.Second || rej.RetryAfter > 10*time.Second+teardownAllowance {
-		t.Errorf("key at its concurrency: %+v", rej)
-	}
 	a.release(t1, time.Second)
 	a.release(t2, time.Second)
 	a.release(t2, time.Second) // a second release is harmless
@@ -130,45 +125,11 @@ func TestAdmissionWaitAndEstimates(t *testing.T) {
 	}
 	// No queue at all: rejected at once as at capacity.
 	none := newAdmission(1, 100, -1, nil)
-	hold, _, _ := none.acquire(context.Background(), "A", 0, time.Second)
-	if _, rej, _ := none.acquire(context.Background(), "A", 0, time.Second); rej == nil || rej.Reason != execapi.RefusedAtCapacity {
+	hold, _, _ := none.acquire(context.Background(), "A", time.Second)
+	if _, rej, _ := none.acquire(context.Background(), "A", time.Second); rej == nil || rej.Reason != execapi.RefusedAtCapacity {
 		t.Errorf("without a queue: %+v", rej)
 	}
 	none.release(hold, 0)
-}
-
-func TestRateLimiterBucket(t *testing.T) {
-	now := time.Unix(1000, 0)
-	l := newRateLimiter()
-	l.now = func() time.Time { return now }
-	for i := range 3 {
-		if ok, _ := l.take("k", 3); !ok {
-			t.Fatalf("take %d of 3 refused", i)
-		}
-	}
-	ok, wait := l.take("k", 3)
-	if ok || wait < 19*time.Second || wait > 20*time.Second {
-		t.Errorf("fourth take: %v, wait %s (want about 20 s at 3/min)", ok, wait)
-	}
-	l.refund("k")
-	if ok, _ := l.take("k", 3); !ok {
-		t.Error("a refunded token cannot be taken")
-	}
-	now = now.Add(20 * time.Second)
-	if ok, _ := l.take("k", 3); !ok {
-		t.Error("no token after 20 s at 3/min")
-	}
-	if ok, _ := l.take("other", 3); !ok {
-		t.Error("keys share a bucket")
-	}
-	if ok, _ := l.take("", 0); !ok {
-		t.Error("a caller without a rate was limited")
-	}
-	now = now.Add(time.Hour)
-	l.take("k", 3)
-	if b := l.buckets["k"]; b.tokens > 2 {
-		t.Errorf("bucket grew past its size: %v", b.tokens)
-	}
 }
 
 // Every refusal of the gate says when to retry, rounded up to whole

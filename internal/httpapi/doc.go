@@ -2,7 +2,8 @@
 //
 // The server (New, Server.Serve) speaks the contract of package execapi over
 // HTTP: POST /v1/exec, GET /v1/runtimes, /healthz, /readyz and /metrics, with
-// bearer API keys from package store, per-key rate and concurrency limits, a
+// bearer API keys from package store, per-key rate and concurrency limits
+// (kept in the key store, so that servers sharing it hold them together), a
 // bounded fair queue in front of the engine's sandbox slots, honest
 // Retry-After answers, usage accounting and graceful draining. The MCP front
 // end is mounted at /mcp behind the same keys and the same admission. Every

@@ -15,8 +15,9 @@ import (
 )
 
 // gate is the execapi.Service that both front ends of the server (REST and
-// MCP) hold: it validates, applies the caller's key limits, admits the run
-// through the fair queue, runs it on the engine and accounts for it. The
+// MCP) hold: it validates, applies the caller's key (active, within its rate
+// and concurrency, counted in the key store across front ends), admits the
+// run through the fair queue, runs it on the engine and accounts for it. The
 // caller is whoever execapi.CallerFrom names (an API key's id; empty when the
 // server runs without keys).
 type gate struct {
@@ -24,12 +25,14 @@ type gate struct {
 	// checked is svc when it takes checked requests (the engine), else nil.
 	checked execapi.CheckedExecutor
 	policy  execapi.Policy
-	keys    *store.Store
-	adm     *admission
-	rate    *rateLimiter
-	m       *metrics
-	drain   *drainState
-	log     *slog.Logger
+	keys    store.Store
+	// limits applies keys' rate and concurrency through the store, so that
+	// they hold across every front end sharing it.
+	limits *store.Limiter
+	adm    *admission
+	m      *metrics
+	drain  *drainState
+	log    *slog.Logger
 	// runs cancels every run when the server gives up draining.
 	runs context.Context
 	// lastClean is when a run last ended with its teardown verified
@@ -41,9 +44,6 @@ var _ execapi.Service = (*gate)(nil)
 
 // Describe implements execapi.Service.
 func (g *gate) Describe(ctx context.Context) (execapi.Info, error) { return g.svc.Describe(ctx) }
-
-// keyLimits are a caller's limits; zero means none.
-type keyLimits struct{ ratePerMin, concurrency int }
 
 // Exec implements execapi.Executor. It validates req once, against the
 // engine's policy, before the call waits for anything: bad input never
@@ -63,25 +63,27 @@ func (g *gate) Exec(ctx context.Context, req execapi.Request, events execapi.Eve
 	defer cancel()
 	defer context.AfterFunc(g.runs, cancel)()
 	caller := execapi.CallerFrom(ctx)
-	limits, err := g.limitsFor(ctx, caller)
+	// The key's slot is held from before the queue until the run ends: the
+	// longest that can be is the queue wait, the timeout and teardown.
+	permit, err := g.admitKey(ctx, caller, max(g.adm.queueWait, 0)+checked.Timeout+teardownAllowance)
 	if err != nil {
 		return execapi.Result{}, err
 	}
-	if ok, wait := g.rate.take(caller, limits.ratePerMin); !ok {
-		return execapi.Result{}, g.refuse(&execapi.Refusal{Reason: execapi.RefusedKeyRate, RetryAfter: wait, Limit: limits.ratePerMin})
-	}
+	// Whatever way this call ends, its slot goes back (only once: a run
+	// releases it below, keeping its token), or it would be renewed for as
+	// long as this process lives.
+	defer permit.Release(false)
 	queuedAt := time.Now()
-	t, refusal, err := g.adm.acquire(ctx, caller, limits.concurrency, checked.Timeout)
+	t, refusal, err := g.adm.acquire(ctx, caller, checked.Timeout)
 	if refusal != nil {
-		g.rate.refund(caller)
 		return execapi.Result{}, g.refuse(refusal)
 	}
 	if err != nil {
-		g.rate.refund(caller)
 		return execapi.Result{}, fmt.Errorf("waiting for a sandbox slot: %w", err)
 	}
 	g.m.queueSeconds.Observe(time.Since(queuedAt).Seconds())
 
+	ctx, workerOf := execapi.WithWorkerNote(ctx)
 	started := time.Now()
 	var res execapi.Result
 	if g.checked != nil {
@@ -95,7 +97,6 @@ func (g *gate) Exec(ctx context.Context, req execapi.Request, events execapi.Eve
 		// refuse too: still nothing ran, so it neither counts against the
 		// key nor is a run.
 		g.adm.release(t, 0)
-		g.rate.refund(caller)
 		reason := reasonInvalidRequest
 		if refused && !execapi.IsValidation(err) {
 			reason = string(refusal.Reason)
@@ -104,6 +105,7 @@ func (g *gate) Exec(ctx context.Context, req execapi.Request, events execapi.Eve
 		return execapi.Result{}, err
 	}
 	g.adm.release(t, ran)
+	permit.Release(true) // before accounting: the slot is free once the run is
 	outcome := classify(ctx, res, err)
 	g.m.runs.WithLabelValues(checked.Runtime, outcome).Inc()
 	g.m.runSeconds.WithLabelValues(checked.Runtime).Observe(ran.Seconds())
@@ -111,7 +113,7 @@ func (g *gate) Exec(ctx context.Context, req execapi.Request, events execapi.Eve
 		g.lastClean.Store(time.Now().UnixNano())
 	}
 	u := store.Usage{
-		KeyID: caller, Runtime: checked.Runtime, Started: started, Duration: ran,
+		KeyID: caller, Runtime: checked.Runtime, Worker: workerOf(), Started: started, Duration: ran,
 		ExitCode: -1, Outcome: outcome, BytesIn: bytesIn(checked),
 	}
 	if err == nil {
@@ -124,21 +126,30 @@ func (g *gate) Exec(ctx context.Context, req execapi.Request, events execapi.Eve
 	return res, err
 }
 
-// limitsFor looks the caller's key up on every run, so that a revoked key
-// stops at once (also on MCP sessions opened before it was revoked).
-func (g *gate) limitsFor(ctx context.Context, caller string) (keyLimits, error) {
-	if caller == "" {
-		return keyLimits{}, nil
-	}
-	k, err := g.keys.KeyByID(ctx, caller)
-	if errors.Is(err, store.ErrNotFound) || err == nil && !k.Active() {
+// admitKey applies the caller's key on every call, so that a revoked key
+// stops at once (also on MCP sessions opened before it was revoked) on
+// every front end, and takes a token of its rate and a slot of its
+// concurrency in the key store, which every front end sharing the store
+// counts together. No caller (a server without keys) has no limits and a
+// nil permit.
+func (g *gate) admitKey(ctx context.Context, caller string, bound time.Duration) (*store.Permit, error) {
+	permit, err := g.limits.Admit(ctx, caller, bound)
+	var limit *store.LimitError
+	switch {
+	case err == nil:
+		return permit, nil
+	case errors.Is(err, store.ErrNotFound):
 		g.m.rejections.WithLabelValues(reasonUnauthorized).Inc()
-		return keyLimits{}, errUnauthorized
+		return nil, errUnauthorized
+	case errors.As(err, &limit):
+		reason := execapi.RefusedKeyRate
+		if limit.Limit == store.LimitConcurrency {
+			reason = execapi.RefusedKeyConcurrency
+		}
+		return nil, g.refuse(&execapi.Refusal{Reason: reason, RetryAfter: limit.RetryAfter, Limit: limit.Max})
+	default:
+		return nil, fmt.Errorf("apply the caller's key: %w", err)
 	}
-	if err != nil {
-		return keyLimits{}, fmt.Errorf("look up the caller's key: %w", err)
-	}
-	return keyLimits{ratePerMin: k.RatePerMin, concurrency: k.Concurrency}, nil
 }
 
 // refuse counts a refusal under its reason and returns it.

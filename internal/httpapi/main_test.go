@@ -27,6 +27,7 @@ import (
 	"github.com/scratchrun/scratchrun/internal/store"
 	"github.com/scratchrun/scratchrun/internal/testenv"
 	"github.com/scratchrun/scratchrun/internal/testenv/levels"
+	"github.com/scratchrun/scratchrun/internal/testenv/postgres"
 )
 
 // These tests run the real server on a 127.0.0.1 socket with real SQLite
@@ -47,7 +48,11 @@ var (
 	backend    *countingBackend
 )
 
-func TestMain(m *testing.M) { env.Main(m) }
+func TestMain(m *testing.M) {
+	// The PostgreSQL server of the tests of front ends sharing a database.
+	env.AtEnd(postgres.StopShared)
+	env.Main(m)
+}
 
 // countingBackend counts sandboxes created, so tests can prove that refused
 // requests never reach one.
@@ -92,6 +97,10 @@ type serverOptions struct {
 	// fake, when set, is the service the server runs requests on instead
 	// of a real engine (see scripted).
 	fake *execapitest.Service
+	// db, when set, is the key database (a postgres:// URL, or a file
+	// another server uses too); by default each server has a SQLite file
+	// of its own.
+	db string
 }
 
 // testServer is a real server on 127.0.0.1 with its own key database.
@@ -101,7 +110,7 @@ type testServer struct {
 	eng    *engine.Engine
 	fake   *execapitest.Service
 	srv    *Server
-	keys   *store.Store
+	keys   store.Store
 	dbPath string
 	// metricsURL serves the metrics without a key, as --metrics-addr does.
 	metricsURL string
@@ -127,7 +136,10 @@ func startServerWith(t *testing.T, o serverOptions, mutate func(*engine.Config))
 		eng = newTestEngine(t, o.capacity, mutate)
 		svc = eng
 	}
-	dbPath := filepath.Join(t.TempDir(), "keys.db")
+	dbPath := o.db
+	if dbPath == "" {
+		dbPath = filepath.Join(t.TempDir(), "keys.db")
+	}
 	keys, err := store.Open(context.Background(), dbPath)
 	if err != nil {
 		t.Fatal(err)

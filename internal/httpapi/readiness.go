@@ -76,7 +76,7 @@ func (s *Server) probe(ctx context.Context, info execapi.Info) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	t, refusal, err := s.gate.adm.acquire(ctx, probeCaller, 0, 10*time.Second)
+	t, refusal, err := s.gate.adm.acquire(ctx, probeCaller, 10*time.Second)
 	if refusal != nil {
 		return fmt.Errorf("a sandbox could not be started to check the engine: %w", refusal)
 	}

@@ -32,8 +32,10 @@ type Config struct {
 	// (execapi.CheckedExecutor) gets them without validating again.
 	// Required; it must be that engine's own.
 	Policy execapi.Policy
-	// Keys holds API keys and receives usage rows. Required.
-	Keys *store.Store
+	// Keys holds API keys, the state of their limits and usage rows.
+	// Required. Servers that share one (a PostgreSQL database, or a SQLite
+	// file on one machine) hold each key to its limits together.
+	Keys store.Store
 	// Capacity is how many runs may be in the engine at once: its sandbox
 	// slots. Required; it must not exceed the engine's own capacity.
 	Capacity int
@@ -139,8 +141,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.gate = &gate{
 		svc: cfg.Service, checked: checked, policy: cfg.Policy, keys: cfg.Keys, m: m, drain: s.drain, log: cfg.Logger, runs: s.runs,
-		adm:  newAdmission(cfg.Capacity, cfg.MaxQueue, cfg.QueueWait, m.setDepth),
-		rate: newRateLimiter(),
+		adm:    newAdmission(cfg.Capacity, cfg.MaxQueue, cfg.QueueWait, m.setDepth),
+		limits: store.NewLimiter(cfg.Keys, cfg.Logger),
 	}
 	runtimes := make([]string, 0, len(info.Runtimes))
 	for _, rt := range info.Runtimes {

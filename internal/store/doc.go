@@ -1,9 +1,20 @@
-// Package store keeps ScratchRun's API keys and usage records in an embedded
-// SQLite file (pure Go, modernc.org/sqlite), in WAL mode so that a running
-// server and the `scratchrun keys` commands can use it at the same time.
+// Package store keeps ScratchRun's API keys, the state of their limits and
+// the usage records, behind one interface (Store) with two implementations:
+// an embedded SQLite file (pure Go, modernc.org/sqlite; the single-machine
+// default), in WAL mode so that servers and the `scratchrun keys` commands
+// can use it at the same time, and a PostgreSQL database (pgx), which front
+// ends on many machines share. Both run the same SQL (sqlStore) over a
+// dialect that supplies what differs, and one test suite runs against both.
+//
+// A key's rate and concurrency hold across every process that shares the
+// database: the rate is a token bucket (one row per key, updated in the
+// transaction that admits a call), concurrency a set of leases that the
+// process holding them renews (Limiter) and that expire when it stops, so a
+// front end that dies cannot keep a key's slots.
 //
 // It must never store or return a key's secret: a key is shown once, when it
 // is created, and only its SHA-256 hash is kept (keys are 256-bit random, so a
-// plain hash is enough; no password-stretching is needed). It knows nothing of
-// HTTP or sandboxes.
+// plain hash is enough; no password-stretching is needed). It must never
+// print a database password (Location). It knows nothing of HTTP or
+// sandboxes.
 package store

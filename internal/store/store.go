@@ -2,65 +2,112 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
-
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	"time"
 )
 
-// Store is an open key and usage database. It is safe for concurrent use, and
-// other processes may use the same file at the same time.
-type Store struct {
-	db   *sql.DB
-	path string
+// Store is an open key and usage database. It is safe for concurrent use,
+// and other processes (on this machine for SQLite, anywhere for PostgreSQL)
+// may use the same database at the same time.
+type Store interface {
+	// CreateKey makes a new key and returns it with its secret, which is
+	// never stored and cannot be shown again.
+	CreateKey(ctx context.Context, nk NewKey) (Key, string, error)
+	// Authenticate returns the active key whose secret this is. Any failure
+	// to match (malformed, unknown, revoked) is ErrNotFound, so callers
+	// cannot tell them apart and neither can their clients.
+	Authenticate(ctx context.Context, secret string) (Key, error)
+	// KeyByID returns the key with this id, revoked or not.
+	KeyByID(ctx context.Context, id string) (Key, error)
+	// ActiveKey returns the active key with this id or, failing that, this
+	// name.
+	ActiveKey(ctx context.Context, idOrName string) (Key, error)
+	// ListKeys returns every key, oldest first.
+	ListKeys(ctx context.Context) ([]Key, error)
+	// Revoke revokes the active key with this id or name, at once: the next
+	// request that presents it is refused, by every front end.
+	Revoke(ctx context.Context, idOrName string) (Key, error)
+	// SetLimits changes the limits of the active key with this id or name;
+	// a zero field keeps its value. Calls admitted already keep running.
+	SetLimits(ctx context.Context, idOrName string, change LimitChange) (Key, error)
+	// HasKeys reports whether any key was ever created (revoked ones count:
+	// a server whose keys were all revoked must stay closed, not fall open).
+	HasKeys(ctx context.Context) (bool, error)
+
+	// RecordUsage appends one usage row.
+	RecordUsage(ctx context.Context, u Usage) error
+	// ListUsage returns the selected rows, oldest first.
+	ListUsage(ctx context.Context, f UsageFilter) ([]Usage, error)
+	// SummarizeUsage totals the selected rows per key, ordered by key id.
+	SummarizeUsage(ctx context.Context, f UsageFilter) ([]UsageSummary, error)
+
+	// Admit lets one call of an active key start, in one transaction, if the
+	// key is within its limits across every process sharing the database:
+	// it spends a token of the key's rate and takes a lease on one of its
+	// concurrency slots, which expires LeaseTTL from now unless renewed.
+	// expect is how long the call is expected to hold the slot (it feeds
+	// the Retry-After of the key's next refusal). A key that does not exist
+	// or is revoked is ErrNotFound; one at a limit, a *LimitError. Use a
+	// Limiter rather than calling this directly: it renews the lease.
+	Admit(ctx context.Context, keyID string, expect time.Duration) (Lease, error)
+	// Renew extends the given leases to LeaseTTL from now and returns those
+	// it found (a lease missing here expired and its slot may be in use).
+	Renew(ctx context.Context, leaseIDs []int64) ([]int64, error)
+	// Release ends a lease; refund gives its rate token back too, for a
+	// call that was admitted and then did not run.
+	Release(ctx context.Context, lease Lease, refund bool) error
+
+	// Location names the database for messages: the file's path, or the
+	// URL without its password.
+	Location() string
+	// Close closes the database.
+	Close() error
 }
 
 // ErrNotFound is returned (wrapped) when a key does not exist or is revoked.
 var ErrNotFound = errors.New("no such key")
 
-// Open opens (creating it and its directory when missing) the database at
-// path and brings its schema up to date.
-func Open(ctx context.Context, path string) (*Store, error) {
-	if path == "" {
-		return nil, errors.New("open key store: empty path")
+// Open opens the database named by dsn, bringing its schema up to date: a
+// PostgreSQL database for a postgres:// (or postgresql://) URL, else the
+// SQLite file at that path (created, with its directory, when missing).
+func Open(ctx context.Context, dsn string) (Store, error) {
+	switch {
+	case dsn == "":
+		return nil, errors.New("open key store: no database given (a file path or a postgres:// URL)")
+	case IsPostgresURL(dsn):
+		return openPostgres(ctx, dsn)
+	case strings.Contains(dsn, "://"):
+		return nil, fmt.Errorf("open key store %s: a URL must start with postgres:// (other databases are not supported); a file is named by its path", Redact(dsn))
+	default:
+		return openSQLite(ctx, dsn)
 	}
-	if strings.ContainsAny(path, "?#") {
-		return nil, fmt.Errorf("open key store %s: the path may not contain '?' or '#'", path)
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("open key store: create directory: %w", err)
-	}
-	// Pragmas go in the DSN so that every pooled connection gets them.
-	q := url.Values{}
-	q.Add("_pragma", "busy_timeout(10000)")
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "synchronous(NORMAL)")
-	q.Add("_pragma", "foreign_keys(ON)")
-	q.Set("_txlock", "immediate")
-	db, err := sql.Open("sqlite", path+"?"+q.Encode())
-	if err != nil {
-		return nil, fmt.Errorf("open key store %s: %w", path, err)
-	}
-	s := &Store{db: db, path: path}
-	if err := s.migrate(ctx); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open key store %s: %w", path, err)
-	}
-	// The file holds key hashes and usage: readable by its owner only.
-	if err := os.Chmod(path, 0o600); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open key store %s: %w", path, err)
-	}
-	return s, nil
 }
 
-// Path is the database file's path.
-func (s *Store) Path() string { return s.path }
+// IsPostgresURL reports whether dsn names a PostgreSQL database rather than
+// a SQLite file.
+func IsPostgresURL(dsn string) bool {
+	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
+}
 
-// Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+// Redact returns dsn fit to print: a URL's password is replaced by "xxxxx"
+// (and its password= parameter dropped); a path is returned as it is.
+func Redact(dsn string) string {
+	if !strings.Contains(dsn, "://") {
+		return dsn
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		// Unparseable: say only what kind of thing it was.
+		scheme, _, _ := strings.Cut(dsn, "://")
+		return scheme + "://(unparseable URL)"
+	}
+	q := u.Query()
+	if q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.Redacted()
+}

@@ -7,12 +7,19 @@ import (
 	"time"
 )
 
+// LocalWorker is the worker of a run on the front end's own engine (the
+// single-machine path).
+const LocalWorker = "local"
+
 // Usage is one run, as accounted.
 type Usage struct {
 	// KeyID is the key that asked for the run; empty when the server ran
 	// without keys.
 	KeyID   string
 	Runtime string
+	// Worker is the worker that ran it: LocalWorker on one machine, a
+	// worker's id in a cluster. Empty is recorded as LocalWorker.
+	Worker  string
 	Started time.Time
 	// Duration is the run's wall time in the engine (sandbox set-up, the
 	// program and teardown), not the time it waited in the queue.
@@ -28,16 +35,6 @@ type Usage struct {
 	BytesOut int64
 }
 
-// RecordUsage appends one usage row.
-func (s *Store) RecordUsage(ctx context.Context, u Usage) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO usage (key_id, runtime, started_ms, duration_ms, exit_code, outcome, bytes_in, bytes_out)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, u.KeyID, u.Runtime, u.Started.UnixMilli(), u.Duration.Milliseconds(), u.ExitCode, u.Outcome, u.BytesIn, u.BytesOut)
-	if err != nil {
-		return fmt.Errorf("record usage: %w", err)
-	}
-	return nil
-}
-
 // UsageFilter selects usage rows; zero fields select everything.
 type UsageFilter struct {
 	// KeyIDs, when not nil, keeps only rows of these keys.
@@ -46,38 +43,6 @@ type UsageFilter struct {
 	Since time.Time
 	// Limit caps how many rows are returned (the newest); 0 means no cap.
 	Limit int
-}
-
-// ListUsage returns the selected rows, oldest first.
-func (s *Store) ListUsage(ctx context.Context, f UsageFilter) ([]Usage, error) {
-	where, args := f.where()
-	q := `SELECT key_id, runtime, started_ms, duration_ms, exit_code, outcome, bytes_in, bytes_out FROM usage` + where + ` ORDER BY started_ms DESC, id DESC`
-	if f.Limit > 0 {
-		q += fmt.Sprintf(" LIMIT %d", f.Limit)
-	}
-	rows, err := s.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list usage: %w", err)
-	}
-	defer rows.Close()
-	var out []Usage
-	for rows.Next() {
-		var u Usage
-		var started, durMS int64
-		if err := rows.Scan(&u.KeyID, &u.Runtime, &started, &durMS, &u.ExitCode, &u.Outcome, &u.BytesIn, &u.BytesOut); err != nil {
-			return nil, fmt.Errorf("list usage: %w", err)
-		}
-		u.Started = time.UnixMilli(started)
-		u.Duration = time.Duration(durMS) * time.Millisecond
-		out = append(out, u)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list usage: %w", err)
-	}
-	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
-		out[i], out[j] = out[j], out[i]
-	}
-	return out, nil
 }
 
 // UsageSummary totals the runs of one key.
@@ -91,20 +56,63 @@ type UsageSummary struct {
 	Outcomes map[string]int64
 }
 
-// SummarizeUsage totals the selected rows per key, ordered by key id.
-func (s *Store) SummarizeUsage(ctx context.Context, f UsageFilter) ([]UsageSummary, error) {
+func (s *sqlStore) RecordUsage(ctx context.Context, u Usage) error {
+	if u.Worker == "" {
+		u.Worker = LocalWorker
+	}
+	_, err := s.db.exec(ctx, `INSERT INTO usage (key_id, runtime, worker, started_ms, duration_ms, exit_code, outcome, bytes_in, bytes_out)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, u.KeyID, u.Runtime, u.Worker, u.Started.UnixMilli(), u.Duration.Milliseconds(), u.ExitCode, u.Outcome, u.BytesIn, u.BytesOut)
+	if err != nil {
+		return fmt.Errorf("record usage: %w", err)
+	}
+	return nil
+}
+
+func (s *sqlStore) ListUsage(ctx context.Context, f UsageFilter) ([]Usage, error) {
 	where, args := f.where()
-	rows, err := s.db.QueryContext(ctx, `SELECT key_id, outcome, COUNT(*), SUM(duration_ms), SUM(bytes_in), SUM(bytes_out)
+	q := `SELECT key_id, runtime, worker, started_ms, duration_ms, exit_code, outcome, bytes_in, bytes_out FROM usage` + where + ` ORDER BY started_ms DESC, id DESC`
+	if f.Limit > 0 {
+		q += fmt.Sprintf(" LIMIT %d", f.Limit)
+	}
+	rs, err := s.db.query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list usage: %w", err)
+	}
+	defer rs.Close()
+	var out []Usage
+	for rs.Next() {
+		var u Usage
+		var started, durMS int64
+		if err := rs.Scan(&u.KeyID, &u.Runtime, &u.Worker, &started, &durMS, &u.ExitCode, &u.Outcome, &u.BytesIn, &u.BytesOut); err != nil {
+			return nil, fmt.Errorf("list usage: %w", err)
+		}
+		u.Started = time.UnixMilli(started)
+		u.Duration = time.Duration(durMS) * time.Millisecond
+		out = append(out, u)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("list usage: %w", err)
+	}
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out, nil
+}
+
+func (s *sqlStore) SummarizeUsage(ctx context.Context, f UsageFilter) ([]UsageSummary, error) {
+	where, args := f.where()
+	// Sums are cast: PostgreSQL's SUM of a BIGINT is a NUMERIC.
+	rs, err := s.db.query(ctx, `SELECT key_id, outcome, COUNT(*), CAST(SUM(duration_ms) AS BIGINT), CAST(SUM(bytes_in) AS BIGINT), CAST(SUM(bytes_out) AS BIGINT)
 		FROM usage`+where+` GROUP BY key_id, outcome ORDER BY key_id, outcome`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("summarize usage: %w", err)
 	}
-	defer rows.Close()
+	defer rs.Close()
 	var out []UsageSummary
-	for rows.Next() {
+	for rs.Next() {
 		var key, outcome string
 		var n, durMS, in, bytesOut int64
-		if err := rows.Scan(&key, &outcome, &n, &durMS, &in, &bytesOut); err != nil {
+		if err := rs.Scan(&key, &outcome, &n, &durMS, &in, &bytesOut); err != nil {
 			return nil, fmt.Errorf("summarize usage: %w", err)
 		}
 		if len(out) == 0 || out[len(out)-1].KeyID != key {
@@ -117,7 +125,10 @@ func (s *Store) SummarizeUsage(ctx context.Context, f UsageFilter) ([]UsageSumma
 		sum.BytesOut += bytesOut
 		sum.Outcomes[outcome] += n
 	}
-	return out, rows.Err()
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("summarize usage: %w", err)
+	}
+	return out, nil
 }
 
 func (f UsageFilter) where() (string, []any) {
@@ -125,9 +136,9 @@ func (f UsageFilter) where() (string, []any) {
 	var args []any
 	if f.KeyIDs != nil {
 		if len(f.KeyIDs) == 0 {
-			conds = append(conds, "0")
+			conds = append(conds, "1 = 0")
 		} else {
-			conds = append(conds, "key_id IN ("+strings.TrimSuffix(strings.Repeat("?,", len(f.KeyIDs)), ",")+")")
+			conds = append(conds, "key_id IN ("+placeholders(len(f.KeyIDs))+")")
 			for _, id := range f.KeyIDs {
 				args = append(args, id)
 			}
@@ -141,4 +152,9 @@ func (f UsageFilter) where() (string, []any) {
 		return "", nil
 	}
 	return " WHERE " + strings.Join(conds, " AND "), args
+}
+
+// placeholders is "?, ?, ..." for n values.
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
 }

@@ -43,6 +43,7 @@ type Env struct {
 	suite  string
 	levels []*Level
 	checks []func() []string
+	atEnd  []func() error
 
 	storeOnce sync.Once
 	store     *images.Store
@@ -70,6 +71,11 @@ func (e *Env) Level(name string, open Opener) *Level {
 // backends are closed: it returns what is left, if anything.
 func (e *Env) AfterAll(check func() []string) { e.checks = append(e.checks, check) }
 
+// AtEnd adds f, run once the tests are done and before the leak check, to
+// stop what the suite started besides sandboxes (a database server): its
+// processes are not the sandboxes' leftovers. An error fails the suite.
+func (e *Env) AtEnd(f func() error) { e.atEnd = append(e.atEnd, f) }
+
 // Main runs the tests and ends the process with their status (see Run).
 func (e *Env) Main(m *testing.M) { os.Exit(e.Run(m)) }
 
@@ -83,6 +89,12 @@ func (e *Env) Run(m *testing.M) int {
 		l.before = leakcheck.Take(l.Leak)
 	}
 	code := m.Run()
+	for _, f := range e.atEnd {
+		if err := f(); err != nil {
+			fmt.Fprintf(os.Stderr, "the %s suite's end: %v\n", e.suite, err)
+			code = 1
+		}
+	}
 	for _, l := range e.levels {
 		if err := l.close(); err != nil {
 			fmt.Fprintf(os.Stderr, "close the %s backend: %v\n", l.Name, err)

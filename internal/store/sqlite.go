@@ -1,0 +1,130 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// sqliteDialect: the clock is the machine's (every process sharing a file
+// is on it), read by SQLite itself; a transaction takes the database's write
+// lock when it begins (_txlock=immediate), so rows need no locks of their
+// own.
+var sqliteDialect = dialect{
+	name:       "sqlite",
+	nowUS:      `CAST(unixepoch('subsec') * 1000000 AS INTEGER)`,
+	migrations: sqliteMigrations,
+	isUniqueName: func(err error) bool {
+		return strings.Contains(err.Error(), "UNIQUE") && strings.Contains(err.Error(), "name")
+	},
+}
+
+// openSQLite opens (creating it and its directory when missing) the SQLite
+// file at path and brings its schema up to date.
+func openSQLite(ctx context.Context, path string) (*sqlStore, error) {
+	if strings.ContainsAny(path, "?#") {
+		return nil, fmt.Errorf("open key store %s: the path may not contain '?' or '#'", path)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("open key store: create directory: %w", err)
+	}
+	// Pragmas go in the DSN so that every pooled connection gets them. WAL
+	// lets readers go on beside a writer; the busy timeout makes writers of
+	// several processes (servers sharing the file, `scratchrun keys`) wait
+	// their turn rather than fail.
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Add("_pragma", "foreign_keys(ON)")
+	q.Set("_txlock", "immediate")
+	db, err := sql.Open("sqlite", path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("open key store %s: %w", path, err)
+	}
+	s := &sqlStore{db: sqliteDB{db}, d: sqliteDialect, location: path}
+	if err := s.migrate(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open key store %s: %w", path, err)
+	}
+	// The file holds key hashes and usage: readable by its owner only.
+	if err := os.Chmod(path, 0o600); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open key store %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// sqliteDB adapts database/sql to database.
+type sqliteDB struct{ db *sql.DB }
+
+func (d sqliteDB) exec(ctx context.Context, q string, args ...any) (int64, error) {
+	return sqlExec(ctx, d.db, q, args)
+}
+
+func (d sqliteDB) queryRow(ctx context.Context, q string, args ...any) scanner {
+	return d.db.QueryRowContext(ctx, q, args...)
+}
+
+func (d sqliteDB) query(ctx context.Context, q string, args ...any) (rows, error) {
+	rs, err := d.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	return sqlRows{rs}, nil
+}
+
+func (d sqliteDB) inTx(ctx context.Context, f func(conn) error) error {
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback()
+	if err := f(sqliteTx{tx}); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+func (d sqliteDB) close() error { return d.db.Close() }
+
+// sqliteTx adapts a database/sql transaction to conn.
+type sqliteTx struct{ tx *sql.Tx }
+
+func (t sqliteTx) exec(ctx context.Context, q string, args ...any) (int64, error) {
+	return sqlExec(ctx, t.tx, q, args)
+}
+
+func (t sqliteTx) queryRow(ctx context.Context, q string, args ...any) scanner {
+	return t.tx.QueryRowContext(ctx, q, args...)
+}
+
+func (t sqliteTx) query(ctx context.Context, q string, args ...any) (rows, error) {
+	rs, err := t.tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	return sqlRows{rs}, nil
+}
+
+func sqlExec(ctx context.Context, e interface {
+	ExecContext(context.Context, string, ...any) (sql.Result, error)
+}, q string, args []any) (int64, error) {
+	res, err := e.ExecContext(ctx, q, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// sqlRows gives database/sql's rows the Close of rows (errors surface in
+// Err).
+type sqlRows struct{ *sql.Rows }
+
+func (r sqlRows) Close() { r.Rows.Close() }
