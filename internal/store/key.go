@@ -14,6 +14,13 @@ import (
 // KeyPrefix starts every key, as the hosted service's keys do.
 const KeyPrefix = "sr_live_"
 
+// Defaults of a new key's limits, where its creator gives none (`scratchrun
+// keys create`, the console).
+const (
+	DefaultRatePerMin  = 120
+	DefaultConcurrency = 4
+)
+
 // keyRandomBytes is the entropy of a key's secret part.
 const keyRandomBytes = 32
 

@@ -1,0 +1,89 @@
+// A stacked bar chart of runs per key over time, drawn as SVG.
+import { clear, el } from "./api.js";
+
+const palette = ["#2357c6", "#e07b00", "#1f9d55", "#c0392b", "#8e44ad", "#16a2b8", "#b7950b", "#6c7a89", "#d35400", "#2e86c1"];
+
+export function colorOf(i) {
+  return palette[i % palette.length];
+}
+
+// drawRunsChart fills box with bars for each interval of stepMs from since
+// to until, stacked by key (keys in the order given, colored by index).
+export function drawRunsChart(box, { series, since, until, stepMs, keys, name }) {
+  clear(box);
+  const start = Math.floor(Date.parse(since) / stepMs) * stepMs;
+  const end = Date.parse(until);
+  const n = Math.max(1, Math.ceil((end - start) / stepMs));
+  const stacks = Array.from({ length: n }, () => new Map());
+  for (const p of series) {
+    const i = Math.floor((Date.parse(p.start) - start) / stepMs);
+    if (i >= 0 && i < n) stacks[i].set(p.key_id, (stacks[i].get(p.key_id) || 0) + p.runs);
+  }
+  const totals = stacks.map((m) => [...m.values()].reduce((a, b) => a + b, 0));
+  const top = niceMax(Math.max(1, ...totals));
+
+  const W = 900, H = 260, left = 44, right = 12, topPad = 10, bottom = 28;
+  const plotW = W - left - right, plotH = H - topPad - bottom;
+  const barW = plotW / n;
+  const svg = el("svg:svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": "runs per key over time", id: "runs-chart" });
+
+  for (let t = 0; t <= 4; t++) {
+    const v = (top * t) / 4;
+    const y = topPad + plotH - (v / top) * plotH;
+    svg.append(el("svg:line", { class: "grid", x1: left, x2: W - right, y1: y, y2: y }));
+    svg.append(el("svg:text", { x: left - 6, y: y + 4, "text-anchor": "end" }, formatTick(v)));
+  }
+  svg.append(el("svg:line", { class: "axis", x1: left, x2: W - right, y1: topPad + plotH, y2: topPad + plotH }));
+
+  stacks.forEach((m, i) => {
+    let y = topPad + plotH;
+    keys.forEach((key, k) => {
+      const v = m.get(key) || 0;
+      if (!v) return;
+      const h = (v / top) * plotH;
+      y -= h;
+      const rect = el("svg:rect", {
+        x: left + i * barW + Math.min(1, barW * 0.1), y, width: Math.max(1, barW - Math.min(2, barW * 0.2)), height: h,
+        fill: colorOf(k), "data-key": key,
+      });
+      rect.append(el("svg:title", {}, `${name(key)}: ${v} run${v === 1 ? "" : "s"} from ${new Date(start + i * stepMs).toLocaleString()}`));
+      svg.append(rect);
+    });
+  });
+
+  const ticks = Math.min(6, n);
+  for (let t = 0; t < ticks; t++) {
+    const i = Math.round((t * (n - 1)) / Math.max(1, ticks - 1));
+    const x = left + i * barW + barW / 2;
+    svg.append(el("svg:text", { x, y: H - 8, "text-anchor": "middle" }, formatDate(start + i * stepMs, stepMs)));
+  }
+  box.append(svg);
+  const legend = el("div", { class: "legend" });
+  keys.forEach((key, k) => {
+    const sw = el("span", { class: "swatch" });
+    sw.style.background = colorOf(k); // CSSOM, which the page's policy allows (no inline style attributes)
+    legend.append(el("span", {}, sw, name(key)));
+  });
+  if (keys.length === 0) legend.append(el("span", { class: "hint" }, "No runs in this period."));
+  box.append(legend);
+}
+
+function niceMax(v) {
+  const p = Math.pow(10, Math.floor(Math.log10(v)));
+  for (const m of [1, 2, 2.5, 5, 10]) {
+    if (m * p >= v) return Math.max(4, m * p);
+  }
+  return v;
+}
+
+function formatTick(v) {
+  return Number.isInteger(v) ? String(v) : v.toFixed(1);
+}
+
+function formatDate(ms, stepMs) {
+  const d = new Date(ms);
+  if (stepMs < 24 * 3600 * 1000) {
+    return d.toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit" });
+  }
+  return d.toLocaleDateString(undefined, { month: "short", day: "numeric" });
+}
