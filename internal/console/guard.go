@@ -25,7 +25,11 @@ func securityHeaders(next http.Handler) http.Handler {
 		h.Set("Content-Security-Policy", contentSecurityPolicy)
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("Referrer-Policy", "no-referrer")
+		// Not no-referrer: under it a browser sends "Origin: null" with
+		// the page's own form posts and fetches, which GuardOrigin must
+		// refuse. same-origin keeps the Origin and tells other sites
+		// nothing.
+		h.Set("Referrer-Policy", "same-origin")
 		h.Set("Cross-Origin-Opener-Policy", "same-origin")
 		h.Set("Cross-Origin-Resource-Policy", "same-origin")
 		if !strings.HasPrefix(r.URL.Path, assetsPath) {

@@ -96,7 +96,8 @@ func TestCrossSiteRefused(t *testing.T) {
 }
 
 // Every answer carries the security headers: a policy that allows no
-// inline script or style and no framing, nosniff, no referrer.
+// inline script or style and no framing, nosniff, and no referrer sent to
+// other sites.
 func TestSecurityHeaders(t *testing.T) {
 	tc := startConsole(t, consoleOptions{})
 	b := tc.browser()
@@ -111,7 +112,7 @@ func TestSecurityHeaders(t *testing.T) {
 		if strings.Contains(csp, "unsafe-inline") || strings.Contains(csp, "unsafe-eval") {
 			t.Errorf("%s: CSP %q allows inline code", what, csp)
 		}
-		for h, want := range map[string]string{"X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"} {
+		for h, want := range map[string]string{"X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin"} {
 			if got := r.header.Get(h); got != want {
 				t.Errorf("%s: %s = %q, want %q", what, h, got, want)
 			}

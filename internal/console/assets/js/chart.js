@@ -22,7 +22,10 @@ export function drawRunsChart(box, { series, since, until, stepMs, keys, name })
   const totals = stacks.map((m) => [...m.values()].reduce((a, b) => a + b, 0));
   const top = niceMax(Math.max(1, ...totals));
 
-  const W = 900, H = 260, left = 44, right = 12, topPad = 10, bottom = 28;
+  // Drawn at the width it is shown at, so that its text keeps its size on
+  // a phone.
+  const W = Math.max(320, Math.min(900, box.clientWidth || 900)), H = W < 500 ? 200 : 260;
+  const left = 36, right = 12, topPad = 10, bottom = 28;
   const plotW = W - left - right, plotH = H - topPad - bottom;
   const barW = plotW / n;
   const svg = el("svg:svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": "runs per key over time", id: "runs-chart" });
@@ -51,11 +54,14 @@ export function drawRunsChart(box, { series, since, until, stepMs, keys, name })
     });
   });
 
-  const ticks = Math.min(6, n);
+  const ticks = Math.min(W < 500 ? 3 : 6, n);
   for (let t = 0; t < ticks; t++) {
     const i = Math.round((t * (n - 1)) / Math.max(1, ticks - 1));
     const x = left + i * barW + barW / 2;
-    svg.append(el("svg:text", { x, y: H - 8, "text-anchor": "middle" }, formatDate(start + i * stepMs, stepMs)));
+    // The outer labels lean inwards, so that neither is cut at the edge.
+    const anchor = ticks > 1 && t === 0 ? "start" : ticks > 1 && t === ticks - 1 ? "end" : "middle";
+    svg.append(el("svg:text", { x: anchor === "start" ? left : anchor === "end" ? W - right : x, y: H - 8, "text-anchor": anchor },
+      formatDate(start + i * stepMs, stepMs)));
   }
   box.append(svg);
   const legend = el("div", { class: "legend" });

@@ -69,8 +69,8 @@ async function load() {
     if (idx >= 0) sw.style.background = colorOf(idx);
     kb.append(el("tr", {},
       el("td", { "data-label": "Key" }, sw, " ", name(k.key_id)),
-      num("Runs", k.runs), num("OK", k.outcomes.success), num("Error", k.outcomes.nonzero_exit),
-      num("Timeout", k.outcomes.timeout), num("Memory", k.outcomes.memory_limit),
+      num("Runs", k.runs), num("OK", k.outcomes.success || 0), num("Error", k.outcomes.nonzero_exit || 0),
+      num("Timeout", k.outcomes.timeout || 0), num("Memory", k.outcomes.memory_limit || 0),
       num("Refused", rep.refused ? k.refused : null),
       el("td", { class: "num", "data-label": "Bytes in" }, formatBytes(k.bytes_in)),
       el("td", { class: "num", "data-label": "Bytes out" }, formatBytes(k.bytes_out))));
