@@ -20,7 +20,9 @@ export function drawRunsChart(box, { series, since, until, stepMs, keys, name })
     if (i >= 0 && i < n) stacks[i].set(p.key_id, (stacks[i].get(p.key_id) || 0) + p.runs);
   }
   const totals = stacks.map((m) => [...m.values()].reduce((a, b) => a + b, 0));
-  const top = niceMax(Math.max(1, ...totals));
+  // Whole-number gridlines: runs are counted.
+  const step = niceStep(Math.max(1, ...totals) / 4);
+  const top = step * Math.max(1, Math.ceil(Math.max(1, ...totals) / step));
 
   // Drawn at the width it is shown at, so that its text keeps its size on
   // a phone.
@@ -30,8 +32,7 @@ export function drawRunsChart(box, { series, since, until, stepMs, keys, name })
   const barW = plotW / n;
   const svg = el("svg:svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": "runs per key over time", id: "runs-chart" });
 
-  for (let t = 0; t <= 4; t++) {
-    const v = (top * t) / 4;
+  for (let v = 0; v <= top; v += step) {
     const y = topPad + plotH - (v / top) * plotH;
     svg.append(el("svg:line", { class: "grid", x1: left, x2: W - right, y1: y, y2: y }));
     svg.append(el("svg:text", { x: left - 6, y: y + 4, "text-anchor": "end" }, formatTick(v)));
@@ -74,16 +75,18 @@ export function drawRunsChart(box, { series, since, until, stepMs, keys, name })
   box.append(legend);
 }
 
-function niceMax(v) {
-  const p = Math.pow(10, Math.floor(Math.log10(v)));
-  for (const m of [1, 2, 2.5, 5, 10]) {
-    if (m * p >= v) return Math.max(4, m * p);
+// niceStep is the smallest of 1, 2 and 5 times a power of ten that is at
+// least v, and at least 1.
+function niceStep(v) {
+  const p = Math.pow(10, Math.floor(Math.log10(Math.max(1, v))));
+  for (const m of [1, 2, 5, 10]) {
+    if (m * p >= v) return m * p;
   }
-  return v;
+  return 10 * p;
 }
 
 function formatTick(v) {
-  return Number.isInteger(v) ? String(v) : v.toFixed(1);
+  return v.toLocaleString();
 }
 
 function formatDate(ms, stepMs) {
