@@ -79,7 +79,7 @@ func cookieValue(r *http.Request, name string) string {
 
 type sessionKey struct{}
 
-// sessionIDFrom returns the session id withSession found.
+// sessionFrom returns the session (and its id) withSession found.
 func sessionFrom(ctx context.Context) (id string, s session) {
 	v, _ := ctx.Value(sessionKey{}).(sessionValue)
 	return v.id, v.s

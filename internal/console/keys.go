@@ -108,13 +108,10 @@ func (h *handlers) createKey(w http.ResponseWriter, r *http.Request) {
 		nk.Concurrency = *f.Concurrency
 	}
 	k, secret, err := h.cfg.Keys.CreateKey(r.Context(), nk)
+	if writeKeyFieldError(w, err) {
+		return
+	}
 	if err != nil {
-		// The store's refusals (a name taken or malformed) start with
-		// the field they are about.
-		if strings.HasPrefix(err.Error(), "name ") {
-			writeFieldError(w, "name", strings.TrimPrefix(err.Error(), "name "))
-			return
-		}
 		h.internal(w, "create a key", err)
 		return
 	}
@@ -167,6 +164,9 @@ func (h *handlers) setLimits(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	k, err := h.cfg.Keys.SetLimits(r.Context(), id, change)
+	if writeKeyFieldError(w, err) {
+		return
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		writeError(w, http.StatusNotFound, codeNotFound, "no active key "+id+" (revoked meanwhile?)")
 		return
@@ -177,6 +177,24 @@ func (h *handlers) setLimits(w http.ResponseWriter, r *http.Request) {
 	}
 	h.log.Info("console: key limits changed", "key", k.ID, "rate_per_min", k.RatePerMin, "concurrency", k.Concurrency)
 	writeJSON(w, http.StatusOK, map[string]keyView{"key": viewKey(k, nil)})
+}
+
+// formFields are the form's names of the store's key fields.
+var formFields = map[string]string{store.FieldName: "name", store.FieldRate: "rate_per_min", store.FieldConcurrency: "concurrency"}
+
+// writeKeyFieldError answers 400 naming the field when err is the store's
+// refusal of one, and reports whether it did.
+func writeKeyFieldError(w http.ResponseWriter, err error) bool {
+	var fe *store.KeyFieldError
+	if !errors.As(err, &fe) {
+		return false
+	}
+	msg := fe.Problem
+	if fe.Value != "" {
+		msg = fe.Value + ": " + fe.Problem
+	}
+	writeFieldError(w, formFields[fe.Field], msg)
+	return true
 }
 
 // activeKeyID is the path's key id, answered 404 unless an active key has

@@ -145,14 +145,7 @@ func errorAnswer(err error) (int, errorDoc) {
 	var invalid *execapi.ValidationError
 	switch {
 	case errors.As(err, &refusal):
-		status := http.StatusTooManyRequests
-		switch {
-		case refusal.Reason == execapi.RefusedDraining:
-			status = http.StatusServiceUnavailable
-		case refusal.Field != "":
-			status = http.StatusBadRequest
-		}
-		return status, errorDoc{errorDetail{Code: refusal.Code(), Message: refusal.Error(), Field: refusal.Field, Reason: string(refusal.Reason)}}
+		return httpapi.RefusalStatus(refusal), errorDoc{errorDetail{Code: refusal.Code(), Message: refusal.Error(), Field: refusal.Field, Reason: string(refusal.Reason)}}
 	case errors.As(err, &invalid):
 		return http.StatusBadRequest, errorDoc{errorDetail{Code: execapi.CodeInvalidRequest, Message: invalid.Error(), Field: invalid.Field}}
 	case execapi.IsValidation(err):
