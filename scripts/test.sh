@@ -17,6 +17,14 @@ printf '\n==> npm ci in test/mcp-node (MCP client tests)\n' >&2
 command -v node >/dev/null && command -v npm >/dev/null || { apt-get update -qq && apt-get install -y -qq nodejs npm; }
 (cd test/mcp-node && npm ci --no-audit --no-fund)
 
+# The web console's browser tests drive Debian's chromium, headless
+# (cmd/scratchrun/console_browser_test.go); their screenshots go to
+# test-artifacts/console/ (SCRATCHRUN_TEST_ARTIFACTS elsewhere).
+if ! dpkg-query -W -f='${Status}' chromium 2>/dev/null | grep -q "install ok installed"; then
+  printf '\n==> installing chromium (browser tests of the web console)\n' >&2
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium
+fi
+
 printf '\n==> gofmt and go vet\n' >&2
 unformatted="$(gofmt -l .)"
 if [[ -n "$unformatted" ]]; then

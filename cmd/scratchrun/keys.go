@@ -15,8 +15,8 @@ import (
 
 // Defaults of a new key's limits.
 const (
-	defaultKeyRate        = 120
-	defaultKeyConcurrency = 4
+	defaultKeyRate        = store.DefaultRatePerMin
+	defaultKeyConcurrency = store.DefaultConcurrency
 )
 
 // cmdKeys manages API keys and reports usage, on the server machine.

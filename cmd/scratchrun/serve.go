@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/scratchrun/scratchrun/internal/console"
 	"github.com/scratchrun/scratchrun/internal/execapi"
 	"github.com/scratchrun/scratchrun/internal/httpapi"
 	"github.com/scratchrun/scratchrun/internal/mcpserver"
@@ -41,6 +42,7 @@ func cmdServe(args []string) int {
 	maxConns := addMaxConnsFlag(fs)
 	metricsAddr := fs.String("metrics-addr", "", "also serve /metrics, without keys, on `HOST:PORT` (env SCRATCHRUN_METRICS_ADDR; loopback unless --allow-public-metrics)")
 	allowPublicMetrics := fs.Bool("allow-public-metrics", false, "let --metrics-addr listen beyond loopback (anyone who reaches it reads the metrics)")
+	consoleFlag := fs.String("console-token", "", "serve the web console at /console, signed in with this `TOKEN` (env SCRATCHRUN_CONSOLE_TOKEN, preferred: a flag shows in ps; at least 16 characters)")
 	addOperatorFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: scratchrun serve [--addr HOST:PORT] [--db FILE|postgres://...] [flags]
@@ -52,6 +54,8 @@ serves without authentication, and then only on a loopback address unless
 --allow-no-auth is given. --metrics-addr serves /metrics alone, without keys,
 for a Prometheus scraper. Servers that share a --db (a postgres:// URL, or
 one SQLite file on one machine) hold each key to its limits together.
+With --console-token (or SCRATCHRUN_CONSOLE_TOKEN) it also serves a web
+console at /console: keys, usage, live state and a playground.
 
 flags:
 `)
@@ -79,6 +83,12 @@ flags:
 	}
 	if *capacity < 0 || *queueLen < 0 || *queueWait < 0 {
 		return serveUsageError("--capacity, --queue and --queue-wait must not be negative")
+	}
+	consoleToken := firstNonEmpty(*consoleFlag, os.Getenv("SCRATCHRUN_CONSOLE_TOKEN"))
+	if consoleToken != "" {
+		if err := console.CheckToken(consoleToken); err != nil {
+			return serveUsageError("--console-token (SCRATCHRUN_CONSOLE_TOKEN): " + err.Error())
+		}
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -145,6 +155,15 @@ flags:
 			fmt.Fprintf(os.Stderr, "scratchrun serve: release the engine: %v\n", err)
 		}
 	}
+	var mountConsole func(execapi.Service, func() httpapi.Live) http.Handler
+	if consoleToken != "" {
+		con, err := console.New(console.Config{Token: consoleToken, Keys: keys, MaxBodyBytes: bodyLimit, Logger: log})
+		if err != nil {
+			closeEngine()
+			return serveUsageError("--console-token: " + err.Error())
+		}
+		mountConsole = con.Mount
+	}
 	srv, err := httpapi.New(httpapi.Config{
 		Service:      eng,
 		Policy:       eng.Policy(),
@@ -158,7 +177,8 @@ flags:
 		MCP: func(svc execapi.Service) http.Handler {
 			return mcpserver.HTTPHandler(svc, mcpserver.Options{Logger: log, Version: version})
 		},
-		Logger: log,
+		Console: mountConsole,
+		Logger:  log,
 	})
 	if err != nil {
 		closeEngine()
@@ -174,6 +194,9 @@ flags:
 		queueText = fmt.Sprintf("queue wait %s", *queueWait)
 	}
 	fmt.Fprintf(os.Stderr, "scratchrun serve: listening on http://%s (capacity %d sandboxes, %s, keys in %s)\n", ln.Addr(), eng.Capacity(), queueText, dbShown)
+	if consoleToken != "" {
+		fmt.Fprintf(os.Stderr, "scratchrun serve: web console at http://%s/console (sign in with the console token)\n", ln.Addr())
+	}
 	if metricsLn != nil {
 		stopMetrics := serveMetrics(srv, metricsLn, metricsListen, limits, log)
 		defer stopMetrics()

@@ -64,7 +64,16 @@ func (p *serveProcess) stderr() string {
 // says where it listens.
 func startServe(t *testing.T, args ...string) *serveProcess {
 	t.Helper()
+	return startServeEnv(t, nil, args...)
+}
+
+// startServeEnv is startServe with variables added to the environment.
+func startServeEnv(t *testing.T, env []string, args ...string) *serveProcess {
+	t.Helper()
 	cmd := exec.Command(binary, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	pipe, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

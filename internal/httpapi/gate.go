@@ -51,8 +51,9 @@ func (g *gate) Describe(ctx context.Context) (execapi.Info, error) { return g.sv
 // that went ahead is the engine's. An engine that takes a Checked
 // (execapi.CheckedExecutor) gets the checked request, not req again.
 func (g *gate) Exec(ctx context.Context, req execapi.Request, events execapi.EventSink) (execapi.Result, error) {
+	caller := execapi.CallerFrom(ctx)
 	if g.drain.isDraining() {
-		return execapi.Result{}, g.refuse(&execapi.Refusal{Reason: execapi.RefusedDraining})
+		return execapi.Result{}, g.refuseCall(ctx, caller, &execapi.Refusal{Reason: execapi.RefusedDraining})
 	}
 	checked, err := g.policy.Validate(req)
 	if err != nil {
@@ -62,7 +63,6 @@ func (g *gate) Exec(ctx context.Context, req execapi.Request, events execapi.Eve
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(g.runs, cancel)()
-	caller := execapi.CallerFrom(ctx)
 	// The key's slot is held from before the queue until the run ends: the
 	// longest that can be is the queue wait, the timeout and teardown.
 	permit, err := g.admitKey(ctx, caller, max(g.adm.queueWait, 0)+checked.Timeout+teardownAllowance)
@@ -76,7 +76,7 @@ func (g *gate) Exec(ctx context.Context, req execapi.Request, events execapi.Eve
 	queuedAt := time.Now()
 	t, refusal, err := g.adm.acquire(ctx, caller, checked.Timeout)
 	if refusal != nil {
-		return execapi.Result{}, g.refuse(refusal)
+		return execapi.Result{}, g.refuseCall(ctx, caller, refusal)
 	}
 	if err != nil {
 		return execapi.Result{}, fmt.Errorf("waiting for a sandbox slot: %w", err)
@@ -133,6 +133,11 @@ func (g *gate) Exec(ctx context.Context, req execapi.Request, events execapi.Eve
 // counts together. No caller (a server without keys) has no limits and a
 // nil permit.
 func (g *gate) admitKey(ctx context.Context, caller string, bound time.Duration) (*store.Permit, error) {
+	if caller == ConsoleCaller {
+		// The operator, signed in to the console: no key, so no key's
+		// limits; the queue and the sandbox slots still apply.
+		return nil, nil
+	}
 	permit, err := g.limits.Admit(ctx, caller, bound)
 	var limit *store.LimitError
 	switch {
@@ -146,7 +151,7 @@ func (g *gate) admitKey(ctx context.Context, caller string, bound time.Duration)
 		if limit.Limit == store.LimitConcurrency {
 			reason = execapi.RefusedKeyConcurrency
 		}
-		return nil, g.refuse(&execapi.Refusal{Reason: reason, RetryAfter: limit.RetryAfter, Limit: limit.Max})
+		return nil, g.refuseCall(ctx, caller, &execapi.Refusal{Reason: reason, RetryAfter: limit.RetryAfter, Limit: limit.Max})
 	default:
 		return nil, fmt.Errorf("apply the caller's key: %w", err)
 	}
@@ -156,6 +161,18 @@ func (g *gate) admitKey(ctx context.Context, caller string, bound time.Duration)
 func (g *gate) refuse(r *execapi.Refusal) *execapi.Refusal {
 	g.m.rejections.WithLabelValues(string(r.Reason)).Inc()
 	return r
+}
+
+// refuseCall is refuse for a call whose caller is known: the refusal is
+// also counted against the caller in the key store, where the console
+// shows a key's refused calls beside its runs' outcomes.
+func (g *gate) refuseCall(ctx context.Context, caller string, r *execapi.Refusal) *execapi.Refusal {
+	// Counted whether or not the caller waits for the answer: the call was
+	// made and refused.
+	if err := g.keys.RecordRefusal(context.WithoutCancel(ctx), caller, string(r.Reason), time.Now()); err != nil {
+		g.log.Error("refusal not recorded", "key", caller, "reason", r.Reason, "err", err)
+	}
+	return g.refuse(r)
 }
 
 // Classifications of calls that produced no Result, beside the outcomes of

@@ -97,6 +97,8 @@ type serverOptions struct {
 	// fake, when set, is the service the server runs requests on instead
 	// of a real engine (see scripted).
 	fake *execapitest.Service
+	// console, when set, is mounted as the web console (Config.Console).
+	console func(svc execapi.Service, live func() Live) http.Handler
 	// db, when set, is the key database (a postgres:// URL, or a file
 	// another server uses too); by default each server has a SQLite file
 	// of its own.
@@ -145,6 +147,7 @@ func startServerWith(t *testing.T, o serverOptions, mutate func(*engine.Config))
 		t.Fatal(err)
 	}
 	cfg := Config{Service: svc.(execapi.Service), Policy: svc.Policy(), Keys: keys, Capacity: o.capacity, QueueWait: o.queueWait, MaxQueue: o.maxQueue, MaxBodyBytes: o.maxBody, Conns: o.conns}
+	cfg.Console = o.console
 	if o.mcp {
 		cfg.MCP = func(svc execapi.Service) http.Handler { return mcpserver.HTTPHandler(svc, mcpserver.Options{}) }
 	}

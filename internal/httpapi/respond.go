@@ -52,15 +52,16 @@ func writeRefusal(w http.ResponseWriter, r *execapi.Refusal) {
 	if r.Reason == execapi.RefusedDraining {
 		w.Header().Set("Connection", "close")
 	}
-	writeJSON(w, refusalStatus(r), errorBody{Error: errorDetail{
+	writeJSON(w, RefusalStatus(r), errorBody{Error: errorDetail{
 		Code: r.Code(), Message: r.Error(), Reason: string(r.Reason), Field: r.Field, Limit: r.Limit,
 	}})
 }
 
-// refusalStatus is the HTTP status of a refusal: 503 while draining (this
+// RefusalStatus is the HTTP status of a refusal: 503 while draining (this
 // server takes nothing more; another may), 400 for one about a request
-// field (an unknown runtime), and otherwise 429 (retry later).
-func refusalStatus(r *execapi.Refusal) int {
+// field (an unknown runtime), and otherwise 429 (retry later). Front ends
+// that answer refusals their own way (the console) use it too.
+func RefusalStatus(r *execapi.Refusal) int {
 	switch {
 	case r.Reason == execapi.RefusedDraining:
 		return http.StatusServiceUnavailable

@@ -60,6 +60,13 @@ type Config struct {
 	// MCP, when set, builds the MCP front end over the service it is given
 	// (which applies keys, limits and accounting); it is mounted at /mcp.
 	MCP func(svc execapi.Service) http.Handler
+	// Console, when set, builds the web console (package console) over the
+	// service it is given (which applies admission and accounting: its
+	// runs are recorded under ConsoleCaller) and the server's live
+	// figures; it is mounted at /console and below, outside the API keys
+	// (it has a sign-in of its own) but behind GuardOrigin as every route
+	// is. Unset, /console answers 404 saying how to turn it on.
+	Console func(svc execapi.Service, live func() Live) http.Handler
 	// Logger receives operational logs; never keys or request contents.
 	Logger *slog.Logger
 }
@@ -261,6 +268,12 @@ func (s *Server) routes() http.Handler {
 	if s.cfg.MCP != nil {
 		mux.Handle("/mcp", s.m.instrument("/mcp", s.mcpRoute(s.cfg.MCP(s.gate))))
 	}
+	console := consoleOff()
+	if s.cfg.Console != nil {
+		console = s.cfg.Console(s.gate, s.Live)
+	}
+	mux.Handle("/console", s.m.instrument("/console", console))
+	mux.Handle("/console/", s.m.instrument("/console", console))
 	mux.Handle("/", s.m.instrument("other", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, CodeNotFound, fmt.Sprintf("no such endpoint %s; see POST /v1/exec and GET /v1/runtimes", r.URL.Path))
 	})))

@@ -14,6 +14,13 @@ import (
 // KeyPrefix starts every key, as the hosted service's keys do.
 const KeyPrefix = "sr_live_"
 
+// Defaults of a new key's limits, where its creator gives none (`scratchrun
+// keys create`, the console).
+const (
+	DefaultRatePerMin  = 120
+	DefaultConcurrency = 4
+)
+
 // keyRandomBytes is the entropy of a key's secret part.
 const keyRandomBytes = 32
 
@@ -52,9 +59,34 @@ type NewKey struct {
 
 func (nk NewKey) check() error {
 	if !namePattern.MatchString(nk.Name) {
-		return fmt.Errorf("name %q: use 1 to 64 letters, digits, '.', '_', '@' or '-', starting with a letter or digit", nk.Name)
+		return &KeyFieldError{Field: FieldName, Value: fmt.Sprintf("%q", nk.Name), Problem: "use 1 to 64 letters, digits, '.', '_', '@' or '-', starting with a letter or digit"}
 	}
 	return LimitChange{RatePerMin: nk.RatePerMin, Concurrency: nk.Concurrency}.check(true)
+}
+
+// Fields of a key that a KeyFieldError names.
+const (
+	FieldName        = "name"
+	FieldRate        = "rate"
+	FieldConcurrency = "concurrency"
+)
+
+// KeyFieldError is a key's field refused by CreateKey or SetLimits, so that
+// a front end can point at the field without reading the message.
+type KeyFieldError struct {
+	// Field is FieldName, FieldRate or FieldConcurrency.
+	Field string
+	// Value is the value refused, as the message shows it ("" for none).
+	Value   string
+	Problem string
+}
+
+// Error reads "name \"x y\": use ...", "rate 0/min: must be positive".
+func (e *KeyFieldError) Error() string {
+	if e.Value == "" {
+		return e.Problem
+	}
+	return e.Field + " " + e.Value + ": " + e.Problem
 }
 
 // LimitChange is what SetLimits changes; a zero field is left as it is.
@@ -67,13 +99,13 @@ type LimitChange struct {
 // key), else at least one.
 func (c LimitChange) check(all bool) error {
 	if c.RatePerMin < 0 || all && c.RatePerMin == 0 {
-		return fmt.Errorf("rate %d/min: must be positive", c.RatePerMin)
+		return &KeyFieldError{Field: FieldRate, Value: fmt.Sprintf("%d/min", c.RatePerMin), Problem: "must be positive"}
 	}
 	if c.Concurrency < 0 || all && c.Concurrency == 0 {
-		return fmt.Errorf("concurrency %d: must be positive", c.Concurrency)
+		return &KeyFieldError{Field: FieldConcurrency, Value: fmt.Sprint(c.Concurrency), Problem: "must be positive"}
 	}
 	if c.RatePerMin == 0 && c.Concurrency == 0 {
-		return fmt.Errorf("no limit to change: give a rate, a concurrency or both")
+		return &KeyFieldError{Field: FieldRate, Problem: "no limit to change: give a rate, a concurrency or both"}
 	}
 	return nil
 }

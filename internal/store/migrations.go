@@ -48,6 +48,17 @@ var sqliteMigrations = []string{
 		expect_end_us INTEGER NOT NULL
 	);
 	CREATE INDEX leases_key ON leases(key_id, expires_us);`,
+	// 3: refusals per key, reason and minute (the console's "refused"
+	// beside the runs' outcomes): one row per minute, however many calls a
+	// key has refused in it.
+	`CREATE TABLE refusals (
+		key_id    TEXT NOT NULL,
+		minute_ms INTEGER NOT NULL,
+		reason    TEXT NOT NULL,
+		n         INTEGER NOT NULL,
+		PRIMARY KEY (key_id, minute_ms, reason)
+	);
+	CREATE INDEX refusals_minute ON refusals(minute_ms);`,
 }
 
 var postgresMigrations = []string{
@@ -91,4 +102,15 @@ var postgresMigrations = []string{
 		expect_end_us BIGINT NOT NULL
 	);
 	CREATE INDEX leases_key ON leases(key_id, expires_us);`,
+	// 3: refusals per key, reason and minute (the console's "refused"
+	// beside the runs' outcomes): one row per minute, however many calls a
+	// key has refused in it.
+	`CREATE TABLE refusals (
+		key_id    TEXT NOT NULL,
+		minute_ms BIGINT NOT NULL,
+		reason    TEXT NOT NULL,
+		n         BIGINT NOT NULL,
+		PRIMARY KEY (key_id, minute_ms, reason)
+	);
+	CREATE INDEX refusals_minute ON refusals(minute_ms);`,
 }

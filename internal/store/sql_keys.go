@@ -28,7 +28,7 @@ func (s *sqlStore) CreateKey(ctx context.Context, nk NewKey) (Key, string, error
 		VALUES (?, ?, ?, ?, ?, ?, ?)`, k.ID, k.Name, hashSecret(secret), k.Prefix, k.RatePerMin, k.Concurrency, k.Created.UnixMilli())
 	if err != nil {
 		if s.d.isUniqueName(err) {
-			return Key{}, "", fmt.Errorf("name %q: an active key already has it (revoke it first, or pick another)", nk.Name)
+			return Key{}, "", &KeyFieldError{Field: FieldName, Value: fmt.Sprintf("%q", nk.Name), Problem: "an active key already has it (revoke it first, or pick another)"}
 		}
 		return Key{}, "", fmt.Errorf("store key: %w", err)
 	}

@@ -43,6 +43,25 @@ type Store interface {
 	ListUsage(ctx context.Context, f UsageFilter) ([]Usage, error)
 	// SummarizeUsage totals the selected rows per key, ordered by key id.
 	SummarizeUsage(ctx context.Context, f UsageFilter) ([]UsageSummary, error)
+	// UsageSeries counts the selected runs per key in intervals of step
+	// (aligned to multiples of step since the epoch), ordered by interval
+	// and key; intervals without runs are left out.
+	UsageSeries(ctx context.Context, f UsageFilter, step time.Duration) ([]UsagePoint, error)
+	// DurationPercentiles returns the duration of the selected runs at
+	// each share in ps (0.5 for the median; each in (0, 1]), by nearest
+	// rank; zeros when nothing is selected. f.Limit is ignored.
+	DurationPercentiles(ctx context.Context, f UsageFilter, ps ...float64) ([]time.Duration, error)
+	// LastUsed returns when each key that ever ran anything started its
+	// latest run.
+	LastUsed(ctx context.Context) (map[string]time.Time, error)
+	// RecordRefusal counts one call of keyID refused before it ran (a
+	// key's limit, a full server, draining, an unknown runtime), by its
+	// reason, in the minute of at.
+	RecordRefusal(ctx context.Context, keyID, reason string, at time.Time) error
+	// SummarizeRefusals totals the refusals per key and reason, ordered by
+	// both, in the window of f (KeyIDs, Since and Until, to the minute;
+	// the other fields are ignored).
+	SummarizeRefusals(ctx context.Context, f UsageFilter) ([]RefusalCount, error)
 
 	// Admit lets one call of an active key start, in one transaction, if the
 	// key is within its limits across every process sharing the database:

@@ -39,8 +39,14 @@ type Usage struct {
 type UsageFilter struct {
 	// KeyIDs, when not nil, keeps only rows of these keys.
 	KeyIDs []string
-	// Since keeps rows of runs started at or after it.
+	// Since keeps rows of runs started at or after it; Until, when set,
+	// those started before it.
 	Since time.Time
+	Until time.Time
+	// Runtime and Outcome, when set, keep only rows of that runtime or
+	// outcome.
+	Runtime string
+	Outcome string
 	// Limit caps how many rows are returned (the newest); 0 means no cap.
 	Limit int
 }
@@ -131,7 +137,15 @@ func (s *sqlStore) SummarizeUsage(ctx context.Context, f UsageFilter) ([]UsageSu
 	return out, nil
 }
 
+// where is the filter as SQL over the usage table.
 func (f UsageFilter) where() (string, []any) {
+	return f.whereOn("started_ms", true)
+}
+
+// whereOn is the filter as SQL over a table whose time column is timeCol;
+// withRun false leaves out the conditions on a run's runtime and outcome,
+// which a table of refusals does not have.
+func (f UsageFilter) whereOn(timeCol string, withRun bool) (string, []any) {
 	var conds []string
 	var args []any
 	if f.KeyIDs != nil {
@@ -145,8 +159,20 @@ func (f UsageFilter) where() (string, []any) {
 		}
 	}
 	if !f.Since.IsZero() {
-		conds = append(conds, "started_ms >= ?")
+		conds = append(conds, timeCol+" >= ?")
 		args = append(args, f.Since.UnixMilli())
+	}
+	if !f.Until.IsZero() {
+		conds = append(conds, timeCol+" < ?")
+		args = append(args, f.Until.UnixMilli())
+	}
+	if withRun && f.Runtime != "" {
+		conds = append(conds, "runtime = ?")
+		args = append(args, f.Runtime)
+	}
+	if withRun && f.Outcome != "" {
+		conds = append(conds, "outcome = ?")
+		args = append(args, f.Outcome)
 	}
 	if len(conds) == 0 {
 		return "", nil

@@ -1,0 +1,158 @@
+package console
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/scratchrun/scratchrun/internal/execapi"
+	"github.com/scratchrun/scratchrun/internal/httpapi"
+)
+
+// Streaming of a playground run.
+const (
+	// eventBuffer is how many events may wait for the browser; beyond
+	// it the preview skips output (the result carries all of it).
+	eventBuffer = 256
+	// keepaliveEvery sends a comment to keep proxies from closing a
+	// stream that is quiet while the code runs.
+	keepaliveEvery = 15 * time.Second
+)
+
+// run is POST /console/api/run: the contract's request (as POST /v1/exec
+// takes it) run through the server's gate as httpapi.ConsoleCaller,
+// answered as server-sent events: "started", then "stdout" and "stderr"
+// as output arrives ({"b64", "elapsed_ms"}), then either "result"
+// ({"result", "preview_incomplete"}) or "error" ({"status", "error"}: the
+// API's status and error document for the same failure).
+func (h *handlers) run(w http.ResponseWriter, r *http.Request) {
+	limit := h.cfg.MaxBodyBytes
+	if r.ContentLength > limit {
+		h.tooLarge(w)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		if tooLarge := new(http.MaxBytesError); errors.As(err, &tooLarge) {
+			h.tooLarge(w)
+			return
+		}
+		writeFieldError(w, "body", "could not be read: "+err.Error())
+		return
+	}
+	req, err := execapi.DecodeRequest(bytes.NewReader(body), limit)
+	if err != nil {
+		status, doc := errorAnswer(err)
+		writeJSON(w, status, doc)
+		return
+	}
+	ctx := execapi.WithCaller(r.Context(), httpapi.ConsoleCaller)
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("X-Accel-Buffering", "no") // a proxy must pass events on as they come
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	send := func(event string, v any) {
+		data, err := json.Marshal(v)
+		if err != nil {
+			data = []byte(`{}`)
+		}
+		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, data)
+		rc.Flush()
+	}
+
+	events := make(chan execapi.Event, eventBuffer)
+	var dropped atomic.Bool
+	sink := func(e execapi.Event) {
+		e.Data = bytes.Clone(e.Data) // the sender may reuse its buffer
+		select {
+		case events <- e:
+		default:
+			dropped.Store(true)
+		}
+	}
+	type ended struct {
+		res execapi.Result
+		err error
+	}
+	done := make(chan ended, 1)
+	go func() {
+		res, err := h.svc.Exec(ctx, req, sink)
+		done <- ended{res, err}
+	}()
+	keepalive := time.NewTicker(keepaliveEvery)
+	defer keepalive.Stop()
+	for {
+		select {
+		case e := <-events:
+			sendEvent(send, e)
+		case <-keepalive.C:
+			fmt.Fprint(w, ": keepalive\n\n")
+			rc.Flush()
+		case d := <-done:
+			// The run is over: what it said before is sent first.
+			for len(events) > 0 {
+				sendEvent(send, <-events)
+			}
+			if d.err != nil {
+				if r.Context().Err() != nil {
+					return // the browser went away: its run was cancelled
+				}
+				status, doc := errorAnswer(d.err)
+				if status == http.StatusInternalServerError {
+					h.log.Error("console: playground run failed", "err", d.err)
+				}
+				send("error", map[string]any{"status": status, "error": doc.Error})
+				return
+			}
+			send("result", map[string]any{"result": d.res, "preview_incomplete": dropped.Load()})
+			return
+		}
+	}
+}
+
+func sendEvent(send func(string, any), e execapi.Event) {
+	payload := map[string]any{"elapsed_ms": e.Elapsed.Milliseconds()}
+	switch e.Kind {
+	case execapi.EventStdout, execapi.EventStderr:
+		// Bytes as they came (a chunk may end inside a character): the
+		// page decodes each stream as one.
+		payload["b64"] = e.Data
+	case execapi.EventStarted, execapi.EventSubmitted:
+	default:
+		return
+	}
+	send(string(e.Kind), payload)
+}
+
+func (h *handlers) tooLarge(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	writeError(w, http.StatusRequestEntityTooLarge, codeBodyTooBig,
+		"the request is larger than this server's limit of "+strconv.FormatInt(h.cfg.MaxBodyBytes, 10)+" bytes")
+}
+
+// errorAnswer is the API's status and error document for an error of a
+// run, as POST /v1/exec would answer it.
+func errorAnswer(err error) (int, errorDoc) {
+	var refusal *execapi.Refusal
+	var invalid *execapi.ValidationError
+	switch {
+	case errors.As(err, &refusal):
+		return httpapi.RefusalStatus(refusal), errorDoc{errorDetail{Code: refusal.Code(), Message: refusal.Error(), Field: refusal.Field, Reason: string(refusal.Reason)}}
+	case errors.As(err, &invalid):
+		return http.StatusBadRequest, errorDoc{errorDetail{Code: execapi.CodeInvalidRequest, Message: invalid.Error(), Field: invalid.Field}}
+	case execapi.IsValidation(err):
+		return http.StatusBadRequest, errorDoc{errorDetail{Code: execapi.CodeInvalidRequest, Message: err.Error()}}
+	case errors.Is(err, context.Canceled):
+		return http.StatusServiceUnavailable, errorDoc{errorDetail{Code: execapi.CodeDraining, Message: "the run was cancelled (the server is shutting down); its sandbox was killed"}}
+	default:
+		return http.StatusInternalServerError, errorDoc{errorDetail{Code: execapi.CodeInternal, Message: "the run failed: " + err.Error()}}
+	}
+}

@@ -1,0 +1,82 @@
+package httpapi
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// ConsoleCaller is the caller of the runs the web console's playground
+// starts (package console): its usage rows and refusals are recorded under
+// it in place of a key id, and no key's limits apply to it (the operator
+// signed in), while the queue and the sandbox slots do. Key ids start with
+// "key_", so it names no key.
+const ConsoleCaller = "console"
+
+// consoleOff answers /console when the server has no console.
+func consoleOff() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, CodeNotFound, "the web console is off: start `scratchrun serve` with "+
+			"--console-token TOKEN (or SCRATCHRUN_CONSOLE_TOKEN), at least 16 characters, to turn it on")
+	})
+}
+
+// Live is what the server is doing at one moment, read from the same
+// sources as its /metrics (scratchrun_sandboxes_in_use, _queue_depth,
+// _capacity, _draining, _pool_size and _rejections_total), for the console.
+type Live struct {
+	// InUse counts the sandbox slots held by runs; Queued the requests
+	// waiting for one, up to MaxQueue, each for at most QueueWait (0: a
+	// request that finds no free slot is refused at once).
+	InUse     int
+	Queued    int
+	Capacity  int
+	MaxQueue  int
+	QueueWait time.Duration
+	Draining  bool
+	// Pools counts the warm sandboxes ready per "runtime/network[/variant]"
+	// (nil when the service keeps no pool).
+	Pools map[string]int
+	// Rejections counts the requests refused before they ran since the
+	// server started, by reason.
+	Rejections map[string]int64
+}
+
+// Live reports what the server is doing now.
+func (s *Server) Live() Live {
+	queued, inUse := s.gate.adm.snapshot()
+	l := Live{
+		InUse: inUse, Queued: queued, Capacity: s.cfg.Capacity, MaxQueue: s.cfg.MaxQueue,
+		QueueWait: max(s.cfg.QueueWait, 0), Draining: s.drain.isDraining(),
+		Rejections: counterValues(s.m.rejections, "reason"),
+	}
+	if ps, ok := s.cfg.Service.(poolStatser); ok {
+		l.Pools = ps.PoolStats()
+	}
+	return l
+}
+
+// counterValues reads a counter vector's values by one label, as /metrics
+// shows them.
+func counterValues(vec *prometheus.CounterVec, label string) map[string]int64 {
+	ch := make(chan prometheus.Metric, 64)
+	go func() {
+		vec.Collect(ch)
+		close(ch)
+	}()
+	out := map[string]int64{}
+	for m := range ch {
+		var d dto.Metric
+		if m.Write(&d) != nil || d.Counter == nil {
+			continue
+		}
+		for _, lp := range d.Label {
+			if lp.GetName() == label {
+				out[lp.GetValue()] += int64(d.Counter.GetValue())
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,131 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/scratchrun/scratchrun/internal/execapi"
+	"github.com/scratchrun/scratchrun/internal/store"
+)
+
+// Without a console, /console says how to turn it on; with one, the console
+// gets its requests without an API key (it signs its users in itself), but
+// only from where GuardOrigin allows.
+func TestConsoleRoute(t *testing.T) {
+	off := startServer(t, serverOptions{fake: scripted()})
+	off.key("someone", 60, 2)
+	for _, path := range []string{"/console", "/console/", "/console/api/keys"} {
+		a, err := off.do(context.Background(), http.MethodGet, path, "", nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.status != http.StatusNotFound || !strings.Contains(a.errorBody(t).Message, "--console-token") {
+			t.Errorf("GET %s without a console: %d %s", path, a.status, a.body)
+		}
+	}
+
+	var mu sync.Mutex
+	var reached []string
+	on := startServer(t, serverOptions{fake: scripted(), console: func(execapi.Service, func() Live) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			reached = append(reached, r.URL.Path)
+			mu.Unlock()
+			w.WriteHeader(http.StatusTeapot)
+		})
+	}})
+	on.key("someone", 60, 2)
+	for _, path := range []string{"/console", "/console/api/keys"} {
+		if a, _ := on.do(context.Background(), http.MethodGet, path, "", nil, nil); a.status != http.StatusTeapot {
+			t.Errorf("GET %s with a console: %d %s", path, a.status, a.body)
+		}
+	}
+	for name, h := range map[string]map[string]string{
+		"foreign origin": {"Origin": "http://evil.example"},
+		"cross-site":     {"Sec-Fetch-Site": "cross-site"},
+	} {
+		a, _ := on.do(context.Background(), http.MethodPost, "/console/api/keys", "", strings.NewReader(`{}`), h)
+		if a.status != http.StatusForbidden {
+			t.Errorf("%s POST to the console: %d, want 403", name, a.status)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(reached) != 2 {
+		t.Errorf("the console was reached at %v; want only the two same-origin requests", reached)
+	}
+}
+
+// The console's runs go through the gate under ConsoleCaller: no key's
+// limits (there is none), but the usage row names the console.
+func TestConsoleCallerRuns(t *testing.T) {
+	ts := startServer(t, serverOptions{fake: scripted()})
+	ts.key("someone", 60, 2) // the server is closed: every API call needs a key
+	ctx := execapi.WithCaller(context.Background(), ConsoleCaller)
+	for range 3 {
+		res, err := ts.srv.Service().Exec(ctx, execapi.Request{Runtime: "bash", Code: "echo hi"}, nil)
+		if err != nil || res.Stdout != "hi\n" {
+			t.Fatalf("console run: %+v, %v", res, err)
+		}
+	}
+	rows, err := ts.keys.ListUsage(context.Background(), store.UsageFilter{KeyIDs: []string{ConsoleCaller}})
+	if err != nil || len(rows) != 3 || rows[0].Outcome != string(execapi.OutcomeSuccess) {
+		t.Errorf("usage of the console: %+v, %v", rows, err)
+	}
+	// Any other caller that is no key is refused, as before.
+	if _, err := ts.srv.Service().Exec(execapi.WithCaller(context.Background(), "consolE"), execapi.Request{Runtime: "bash", Code: "true"}, nil); err == nil {
+		t.Error("a caller that is no key ran")
+	}
+}
+
+// A call refused before it ran is counted against its key, by reason, where
+// the console reads it.
+func TestRefusalsRecordedPerKey(t *testing.T) {
+	ts := startServer(t, serverOptions{fake: scripted()})
+	k, secret := ts.key("once", 1, 2)
+	if a := ts.post(secret, `{"runtime":"bash","code":"true"}`); a.status != http.StatusOK {
+		t.Fatalf("first call: %d %s", a.status, a.body)
+	}
+	for range 2 {
+		if a := ts.post(secret, `{"runtime":"bash","code":"true"}`); a.status != http.StatusTooManyRequests {
+			t.Fatalf("call over the rate: %d %s", a.status, a.body)
+		}
+	}
+	counts, err := ts.keys.SummarizeRefusals(context.Background(), store.UsageFilter{})
+	if err != nil || len(counts) != 1 || counts[0] != (store.RefusalCount{KeyID: k.ID, Reason: string(execapi.RefusedKeyRate), Count: 2}) {
+		t.Errorf("refusals recorded: %+v, %v", counts, err)
+	}
+}
+
+// Live reports the slots in use, the queue and the refusals as /metrics
+// does.
+func TestLiveFigures(t *testing.T) {
+	ts := startServer(t, serverOptions{fake: scripted(), capacity: 1, maxQueue: 1, queueWait: 60e9})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ts.post("", `{"runtime":"bash","code":"sleep 1"}`)
+		}()
+	}
+	waitFor(t, "one run and one queued", func() bool {
+		l := ts.srv.Live()
+		return l.InUse == 1 && l.Queued == 1
+	})
+	// The queue is full: the third is refused.
+	if a := ts.post("", `{"runtime":"bash","code":"true"}`); a.status != http.StatusTooManyRequests {
+		t.Errorf("third call: %d", a.status)
+	}
+	wg.Wait()
+	l := ts.srv.Live()
+	if l.InUse != 0 || l.Queued != 0 || l.Capacity != 1 || l.MaxQueue != 1 || l.Draining {
+		t.Errorf("Live after the runs: %+v", l)
+	}
+	if l.Rejections[string(execapi.RefusedQueueFull)] != 1 || float64(l.Rejections[string(execapi.RefusedQueueFull)]) != ts.metric(`scratchrun_rejections_total{reason="queue_full"}`) {
+		t.Errorf("rejections %v; /metrics says %v queue_full", l.Rejections, ts.metric(`scratchrun_rejections_total{reason="queue_full"}`))
+	}
+}
