@@ -208,9 +208,7 @@ func (s *gvSandbox) Settle() { s.waitExit(exitTimeout) }
 // Sentry: the whole sandbox goes with it.
 func (s *gvSandbox) Measure(out *sandbox.Outcome, res initproto.ResultMessage) {
 	out.PidsLimitHit = res.ProcessLimitHit
-	if s.group != nil && s.group.OOMKills() > 0 {
-		out.OOMKilled = true
-	}
+	hostside.MeasureOOM(s.group, out)
 }
 
 // Diagnostics implements hostside.Host: runsc's own messages (see

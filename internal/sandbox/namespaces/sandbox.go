@@ -106,10 +106,11 @@ func (s *nsSandbox) Settle() {
 }
 
 // Measure implements hostside.Host: the sandbox's cgroup counts memory
-// limit kills and every fork the process limit refused.
+// kills (at its own limit or its parent's) and every fork the process
+// limit refused.
 func (s *nsSandbox) Measure(out *sandbox.Outcome, _ initproto.ResultMessage) {
 	if s.group != nil {
-		out.OOMKilled = s.group.OOMKills() > 0
+		hostside.MeasureOOM(s.group, out)
 		out.ForkFailures = s.group.PidsLimitHits()
 		out.PidsLimitHit = out.ForkFailures > 0
 	}
