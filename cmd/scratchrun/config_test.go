@@ -10,14 +10,14 @@ import (
 // used to set the variable for the engine to read back).
 func TestCapacityFlagIsAValue(t *testing.T) {
 	t.Setenv("SCRATCHRUN_MAX_CONCURRENT", "3")
-	cfg, err := engineConfig(newLogger(), engineOverrides{maxConcurrent: 1})
-	if err != nil || cfg.MaxConcurrent != 1 {
-		t.Errorf("with --capacity 1: %d, %v", cfg.MaxConcurrent, err)
+	cfg, err := engineConfig(newLogger(), engineOverrides{capacity: 1})
+	if err != nil || cfg.Admission.Capacity != 1 {
+		t.Errorf("with --capacity 1: %d, %v", cfg.Admission.Capacity, err)
 	}
 	if v := os.Getenv("SCRATCHRUN_MAX_CONCURRENT"); v != "3" {
 		t.Errorf("SCRATCHRUN_MAX_CONCURRENT is %q now", v)
 	}
-	if cfg, err := engineConfig(newLogger(), engineOverrides{}); err != nil || cfg.MaxConcurrent != 3 {
-		t.Errorf("without the flag: %d, %v", cfg.MaxConcurrent, err)
+	if cfg, err := engineConfig(newLogger(), engineOverrides{}); err != nil || cfg.Admission.Capacity != 3 {
+		t.Errorf("without the flag: %d, %v", cfg.Admission.Capacity, err)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"container/list"
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -210,6 +212,7 @@ func (c *Controller) releaseLocked(t *Ticket, ran time.Duration) {
 }
 
 func (c *Controller) grantLocked(t *Ticket, now time.Time) {
+	c.debugLocked("admit")
 	t.granted = true
 	t.admitted = now
 	c.running[t] = struct{}{}
@@ -256,6 +259,7 @@ func (c *Controller) stepLocked(now time.Time) bool {
 			t.settled = true
 			c.starting--
 			c.settledLocked()
+			c.debugLocked("settle")
 		}
 	}
 	for c.queue.len() > 0 {
@@ -276,21 +280,14 @@ func (c *Controller) stepLocked(now time.Time) bool {
 
 // settledLocked grows the starting allowance by one for a call that the
 // CPU gauge has now seen without saturation: a burst of light calls is let
-// in by steps that double, one of CPU-bound calls stays at MinStarting.
+// in by steps that double, while one of CPU-bound calls (or of cold
+// sandboxes, whose creation keeps the CPUs saturated) stays at
+// MinStarting.
 func (c *Controller) settledLocked() {
-	if c.s.CPUThreshold <= 0 || c.g.CPU == nil {
-		return
-	}
-	r := c.g.CPU.CPU()
-	if r.Pressure < c.s.CPUThreshold && r.Busy < growBelowBusy {
+	if c.cpuOn() && c.g.CPU.CPU().Pressure < c.s.CPUThreshold {
 		c.allowance = min(c.allowance+1, c.s.MaxStarting)
 	}
 }
-
-// growBelowBusy is how busy the CPUs may be for a settled call to grow the
-// starting allowance: CPU-bound calls as many as cores keep the CPUs busy
-// without anyone waiting (pressure 0), and more of them would.
-const growBelowBusy = 0.9
 
 // roomLocked says why one more call cannot start now ("" when it can).
 func (c *Controller) roomLocked() execapi.RefusalReason {
@@ -324,6 +321,9 @@ func (c *Controller) reservedLocked() int64 {
 // for idle warm sandboxes to be released: before any call is refused for
 // memory, the pool gives back what it holds.
 func (c *Controller) blockedLocked(reason execapi.RefusalReason) {
+	if c.blocked != reason {
+		c.debugLocked("block " + string(reason))
+	}
 	c.blocked = reason
 	if reason != execapi.RefusedMemory || c.g.Reclaim == nil || c.reclaiming {
 		return
@@ -382,3 +382,16 @@ func (c *Controller) Running() int {
 
 // Settings are the settings in force (defaults filled in).
 func (c *Controller) Settings() Settings { return c.s }
+
+var debugStart = time.Now()
+
+func (c *Controller) debugLocked(what string) {
+	if os.Getenv("H15DEBUG") == "" {
+		return
+	}
+	p := -1.0
+	if c.cpuOn() {
+		p = c.g.CPU.CPU().Pressure
+	}
+	fmt.Fprintf(os.Stderr, "ADM %7.3f %-14s p=%.2f starting=%d allow=%d running=%d queued=%d\n", time.Since(debugStart).Seconds(), what, p, c.starting, c.allowance, len(c.running), c.queue.len())
+}

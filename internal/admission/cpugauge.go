@@ -16,8 +16,6 @@ type CPUReading struct {
 	// waited for a CPU (0 to 1): near 0 while the CPUs keep up, near 1
 	// while there is more to run than CPUs.
 	Pressure float64
-	// Busy is the share of the CPUs' time they were busy (0 to 1).
-	Busy float64
 }
 
 // CPUGauge reports the CPUs' recent load. Both averages lag: the
@@ -32,7 +30,7 @@ type CPUGauge interface {
 // the last window. Pressure comes from PSI (/proc/pressure/cpu, "some
 // total", in microseconds) where the kernel has it, else from the run
 // queue (/proc/loadavg's running count: a sample counts as waiting when
-// more tasks run than there are CPUs); Busy from /proc/stat. The ten-second
+// more tasks run than there are CPUs). The ten-second
 // average the kernel prints itself is far too slow for a burst of calls
 // that arrives at once, hence the short window of the raw counter.
 type Sampler struct {
@@ -50,9 +48,8 @@ type Sampler struct {
 }
 
 type cpuSample struct {
-	at          time.Time
-	waitedUS    float64
-	busy, total int64 // /proc/stat ticks
+	at       time.Time
+	waitedUS float64
 }
 
 // Sampling defaults: a reading covers DefaultWindow, sampled every
@@ -123,11 +120,10 @@ func (s *Sampler) loop() {
 
 func (s *Sampler) sample() {
 	waited, _ := s.read()
-	busy, total := readStat()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
-	s.samples = append(s.samples, cpuSample{at: now, waitedUS: waited, busy: busy, total: total})
+	s.samples = append(s.samples, cpuSample{at: now, waitedUS: waited})
 	// Keep one sample at or before the window's start.
 	for len(s.samples) > 2 && now.Sub(s.samples[1].at) >= s.window {
 		s.samples = s.samples[1:]
@@ -146,9 +142,6 @@ func (s *Sampler) CPU() CPUReading {
 	var r CPUReading
 	if us := float64(last.at.Sub(first.at).Microseconds()); us > 0 {
 		r.Pressure = clamp01((last.waitedUS - first.waitedUS) / us)
-	}
-	if dt := last.total - first.total; dt > 0 {
-		r.Busy = clamp01(float64(last.busy-first.busy) / float64(dt))
 	}
 	return r
 }
@@ -203,27 +196,4 @@ func runningTasks() (int, error) {
 	}
 	n, _, _ := strings.Cut(f[3], "/")
 	return strconv.Atoi(n)
-}
-
-// readStat returns the machine's busy and total CPU time so far from
-// /proc/stat's first line, in USER_HZ ticks: busy is user, nice, system,
-// irq, softirq and steal; total adds idle and iowait.
-func readStat() (busy, total int64) {
-	data, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0, 0
-	}
-	line, _, _ := strings.Cut(string(data), "\n")
-	f := strings.Fields(line)
-	if len(f) < 9 || f[0] != "cpu" {
-		return 0, 0
-	}
-	for i := 1; i <= 8; i++ {
-		n, _ := strconv.ParseInt(f[i], 10, 64)
-		total += n
-		if i != 4 && i != 5 { // idle, iowait
-			busy += n
-		}
-	}
-	return busy, total
 }

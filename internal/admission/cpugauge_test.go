@@ -8,8 +8,8 @@ import (
 )
 
 // The sampler reads the machine's own counters: with three CPU-bound
-// goroutines per CPU, some runnable task waits nearly all the time and the
-// CPUs are busy, and a reading says so within a window or two.
+// goroutines per CPU, some runnable task waits nearly all the time, and a
+// reading says so within a window or two.
 func TestSamplerSeesSaturation(t *testing.T) {
 	s := NewSampler(0, 0)
 	defer s.Close()
@@ -43,7 +43,7 @@ func spinUntilSaturated(t *testing.T, s *Sampler) {
 	var r CPUReading
 	for time.Now().Before(deadline) {
 		time.Sleep(DefaultWindow)
-		if r = s.CPU(); r.Pressure >= 0.5 && r.Busy >= 0.8 {
+		if r = s.CPU(); r.Pressure >= 0.5 {
 			t.Logf("%s gauge under %d spinning goroutines: %+v", s.Kind(), 3*runtime.NumCPU(), r)
 			return
 		}

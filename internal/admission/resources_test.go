@@ -24,10 +24,10 @@ type fakeCPU struct {
 }
 
 func (f *fakeCPU) CPU() CPUReading { f.mu.Lock(); defer f.mu.Unlock(); return f.r }
-func (f *fakeCPU) set(pressure, busy float64) {
+func (f *fakeCPU) set(pressure float64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.r = CPUReading{Pressure: pressure, Busy: busy}
+	f.r = CPUReading{Pressure: pressure}
 }
 
 func refusalOf(t *testing.T, err error) *execapi.Refusal {
@@ -126,7 +126,7 @@ func TestMemoryReclaimBeforeRefusing(t *testing.T) {
 // queue wait, for cpu; once pressure falls they start again.
 func TestCPUSaturationRefusesAfterTheQueueWait(t *testing.T) {
 	cpu := &fakeCPU{}
-	cpu.set(1, 1)
+	cpu.set(1)
 	c := newController(t, Settings{CPUThreshold: 0.8, MaxQueue: 10, QueueWait: 100 * time.Millisecond, Settle: time.Millisecond},
 		Gauges{CPU: cpu})
 	start := time.Now()
@@ -146,7 +146,7 @@ func TestCPUSaturationRefusesAfterTheQueueWait(t *testing.T) {
 	// Pressure falls while a call waits: it starts.
 	got := make(chan outcome, 1)
 	queueUp(t, c, context.Background(), "B", got)
-	cpu.set(0.1, 0.5)
+	cpu.set(0.1)
 	o := <-got
 	if o.ticket == nil {
 		t.Fatalf("after the pressure fell: %s", o.name)
@@ -155,27 +155,25 @@ func TestCPUSaturationRefusesAfterTheQueueWait(t *testing.T) {
 }
 
 // A burst is let in by steps the CPU gauge can see: MinStarting at first,
-// one more for each call seen to leave the CPUs unsaturated. A burst of
-// CPU-bound calls (the CPUs busy) stays at MinStarting, and one that
-// saturates them stops.
+// one more for each call seen to leave the CPUs unsaturated; a step that
+// saturates them stops the burst and takes the allowance back to
+// MinStarting.
 func TestStartingBoundStepsABurst(t *testing.T) {
 	cpu := &fakeCPU{}
-	c := newController(t, Settings{CPUThreshold: 0.8, MinStarting: 2, MaxStarting: 16, QueueWait: time.Minute, MaxQueue: 100, Settle: 5 * time.Millisecond},
+	c := newController(t, Settings{CPUThreshold: 0.8, MinStarting: 2, MaxStarting: 8, QueueWait: time.Minute, MaxQueue: 100, Settle: 5 * time.Millisecond},
 		Gauges{CPU: cpu})
 	got := make(chan outcome, 100)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	acquire := func(n int) {
-		for range n {
-			go func() {
-				tk, err := c.Acquire(ctx, "A", time.Second)
-				if err != nil {
-					got <- outcome{name: err.Error()}
-					return
-				}
-				got <- outcome{name: "A", ticket: tk}
-			}()
-		}
+	for range 20 {
+		go func() {
+			tk, err := c.Acquire(ctx, "A", time.Second)
+			if err != nil {
+				got <- outcome{name: err.Error()}
+				return
+			}
+			got <- outcome{name: "A", ticket: tk}
+		}()
 	}
 	take := func(n int) []*Ticket {
 		t.Helper()
@@ -199,23 +197,16 @@ func TestStartingBoundStepsABurst(t *testing.T) {
 			tk.Started()
 		}
 	}
-	acquire(26)
 	step := take(2) // MinStarting
 	all := append([]*Ticket{}, step...)
 	start(step)
 	step = take(4) // the two settled light: allowance 4
 	all = append(all, step...)
 	start(step)
-	step = take(8) // and 8
+	step = take(8) // and 8, the maximum
 	all = append(all, step...)
-
-	// The CPUs busy with what runs: the allowance grows no more.
-	cpu.set(0, 1)
-	start(step)
-	step = take(8) // 8 again, not 16: busy CPUs grow nothing
-	all = append(all, step...)
-	// Saturated: nothing more starts, and the allowance falls back.
-	cpu.set(1, 1)
+	// These saturate the CPUs: nothing more starts.
+	cpu.set(1)
 	start(step)
 	waitFor(t, "settled", func() bool { return c.Info().Starting == 0 })
 	select {
@@ -223,8 +214,9 @@ func TestStartingBoundStepsABurst(t *testing.T) {
 		t.Fatalf("admitted while saturated: %s", o.name)
 	case <-time.After(50 * time.Millisecond):
 	}
-	cpu.set(0, 1)
-	all = append(all, take(2)...) // MinStarting again; the last 2 of 26 wait
+	// Unsaturated again: MinStarting, not 8; the last 4 of 20 wait.
+	cpu.set(0)
+	all = append(all, take(2)...)
 	for _, tk := range all {
 		tk.Release(0)
 	}
@@ -245,7 +237,7 @@ func TestInfoFree(t *testing.T) {
 	if i := c.Info(); i.Free != 10 {
 		t.Errorf("bounded by capacity 10: free %d", i.Free)
 	}
-	cpu.set(0.9, 1)
+	cpu.set(0.9)
 	if i := c.Info(); i.Free != 0 {
 		t.Errorf("saturated: free %d", i.Free)
 	}

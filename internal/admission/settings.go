@@ -29,7 +29,7 @@ const (
 	// start: well above what a busy but not saturated machine shows,
 	// below the near-constant waiting of one with more CPU-bound work than
 	// cores.
-	DefaultCPUThreshold = 0.8
+	DefaultCPUThreshold = 0.5
 	// DefaultMaxStarting bounds the calls starting at once however light
 	// the calls before them turned out.
 	DefaultMaxStarting = 64
@@ -81,7 +81,7 @@ type Settings struct {
 }
 
 // Defaults are the servers' settings (scratchrun serve and mcp) on a
-// machine with totalMemory bytes: a memory budget of DefaultBudget, the
+// machine with totalMemory bytes (MachineMemory): a memory budget of DefaultBudget, the
 // CPU threshold, a bounded queue and queue wait, and no capacity beyond
 // HardCapacity.
 func Defaults(totalMemory int64) Settings {

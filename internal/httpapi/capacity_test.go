@@ -29,7 +29,8 @@ func retryAfter(t *testing.T, a answer) int {
 // A burst larger than capacity: every request is answered, with success or
 // 429 and an honest Retry-After; no more run at once than there are slots.
 func TestBurstBeyondCapacity(t *testing.T) {
-	ts := startServer(t, serverOptions{capacity: 2, queueWait: 300 * time.Millisecond, fake: scripted()})
+	sb, _ := scriptedBackend()
+	ts := startServer(t, serverOptions{capacity: 2, queueWait: 300 * time.Millisecond, backend: sb})
 	_, key := ts.key("burst", 1000, 100)
 	const n = 12
 	answers := make([]answer, n)
@@ -87,7 +88,7 @@ func TestBurstBeyondCapacity(t *testing.T) {
 	if peak > 2 {
 		t.Errorf("%v sandboxes in use at once with capacity 2", peak)
 	}
-	if c := len(ts.fake.Ran()); c != ok {
+	if c := ts.backend.Runs(); c != ok {
 		t.Errorf("%d runs for %d successful requests: rejected work reached the engine", c, ok)
 	}
 	if got := ts.metric(`scratchrun_rejections_total{reason="at_capacity"}`) + ts.metric(`scratchrun_rejections_total{reason="queue_full"}`); int(got) != rejected {
@@ -100,7 +101,8 @@ func TestBurstBeyondCapacity(t *testing.T) {
 
 // With a queue, waiting requests get the next free slot instead of a 429.
 func TestQueueWaitAdmitsWhenASlotFrees(t *testing.T) {
-	ts := startServer(t, serverOptions{capacity: 1, queueWait: 20 * time.Second, fake: scripted()})
+	sb, _ := scriptedBackend()
+	ts := startServer(t, serverOptions{capacity: 1, queueWait: 20 * time.Second, backend: sb})
 	_, key := ts.key("q", 1000, 10)
 	var wg sync.WaitGroup
 	statuses := make([]int, 3)
@@ -121,7 +123,8 @@ func TestQueueWaitAdmitsWhenASlotFrees(t *testing.T) {
 
 // A full queue turns requests away at once rather than letting them wait.
 func TestQueueFull(t *testing.T) {
-	ts := startServer(t, serverOptions{capacity: 1, queueWait: 20 * time.Second, maxQueue: 1, fake: scripted()})
+	sb, _ := scriptedBackend()
+	ts := startServer(t, serverOptions{capacity: 1, queueWait: 20 * time.Second, maxQueue: 1, backend: sb})
 	_, key := ts.key("q", 1000, 10)
 	results := make(chan answer, 2)
 	go func() { results <- ts.post(key, sleepBody("1.5")) }()
@@ -185,7 +188,7 @@ func TestKeyRateLimit(t *testing.T) {
 // A key over its concurrency gets 429 concurrency_limited while its own run
 // is in flight; another key still runs.
 func TestKeyConcurrencyLimit(t *testing.T) {
-	ts := startServer(t, serverOptions{capacity: 3, queueWait: 10 * time.Second, fake: scripted()})
+	ts := startServer(t, serverOptions{fake: scripted()})
 	_, single := ts.key("single", 100, 1)
 	_, other := ts.key("other", 100, 4)
 	first := make(chan answer, 1)
@@ -212,7 +215,8 @@ func TestKeyConcurrencyLimit(t *testing.T) {
 // One key flooding the queue does not starve another: the other key's
 // request is served in the next round, not after the whole flood.
 func TestFairnessAcrossKeys(t *testing.T) {
-	ts := startServer(t, serverOptions{capacity: 1, queueWait: 60 * time.Second, maxQueue: 20, fake: scripted()})
+	sb, _ := scriptedBackend()
+	ts := startServer(t, serverOptions{capacity: 1, queueWait: 60 * time.Second, maxQueue: 20, backend: sb})
 	_, flood := ts.key("flood", 1000, 20)
 	_, polite := ts.key("polite", 1000, 20)
 	var mu sync.Mutex

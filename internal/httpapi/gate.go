@@ -15,17 +15,18 @@ import (
 )
 
 // gate is the execapi.Service that both front ends of the server (REST and
-// MCP) hold: it validates, applies the caller's key limits, admits the run
-// through the fair queue, runs it on the engine and accounts for it. The
-// caller is whoever execapi.CallerFrom names (an API key's id; empty when the
-// server runs without keys).
+// MCP) hold: it validates, applies the caller's key limits (rate and
+// concurrency), runs the call on the engine (whose admission decides when
+// it starts, or refuses it) and accounts for it. The caller is whoever
+// execapi.CallerFrom names (an API key's id; empty when the server runs
+// without keys).
 type gate struct {
 	svc execapi.Service
 	// checked is svc when it takes checked requests (the engine), else nil.
 	checked execapi.CheckedExecutor
 	policy  execapi.Policy
 	keys    *store.Store
-	adm     *admission
+	calls   *inFlight
 	rate    *rateLimiter
 	m       *metrics
 	drain   *drainState
@@ -70,31 +71,41 @@ func (g *gate) Exec(ctx context.Context, req execapi.Request, events execapi.Eve
 	if ok, wait := g.rate.take(caller, limits.ratePerMin); !ok {
 		return execapi.Result{}, g.refuse(&execapi.Refusal{Reason: execapi.RefusedKeyRate, RetryAfter: wait, Limit: limits.ratePerMin})
 	}
-	queuedAt := time.Now()
-	t, refusal, err := g.adm.acquire(ctx, caller, limits.concurrency, checked.Timeout)
+	fl, refusal := g.calls.enter(caller, limits.concurrency, checked.Timeout)
 	if refusal != nil {
 		g.rate.refund(caller)
 		return execapi.Result{}, g.refuse(refusal)
 	}
-	if err != nil {
-		g.rate.refund(caller)
-		return execapi.Result{}, fmt.Errorf("waiting for a sandbox slot: %w", err)
-	}
-	g.m.queueSeconds.Observe(time.Since(queuedAt).Seconds())
 
-	started := time.Now()
+	// The engine says when its admission let the call in: the wait before
+	// it is the queue's, the time after it the run's.
+	received := time.Now()
+	var admittedNanos atomic.Int64
+	observe := func(ev execapi.Event) {
+		if ev.Kind == execapi.EventAdmitted {
+			admittedNanos.CompareAndSwap(0, time.Now().UnixNano())
+		}
+		if events != nil {
+			events(ev)
+		}
+	}
 	var res execapi.Result
 	if g.checked != nil {
-		res, err = g.checked.ExecChecked(ctx, checked, events)
+		res, err = g.checked.ExecChecked(ctx, checked, observe)
 	} else {
-		res, err = g.svc.Exec(ctx, req, events)
+		res, err = g.svc.Exec(ctx, req, observe)
+	}
+	started := received
+	if n := admittedNanos.Load(); n != 0 {
+		started = time.Unix(0, n)
+		g.m.queueSeconds.Observe(started.Sub(received).Seconds())
 	}
 	ran := time.Since(started)
 	if refused := errors.As(err, &refusal); refused || execapi.IsValidation(err) {
-		// The engine knows more than the policy (installed runtimes) and may
-		// refuse too: still nothing ran, so it neither counts against the
-		// key nor is a run.
-		g.adm.release(t, 0)
+		// The engine knows more than the policy (installed runtimes, room
+		// on the machine) and may refuse too: still nothing ran, so it
+		// neither counts against the key nor is a run.
+		g.calls.leave(fl, 0)
 		g.rate.refund(caller)
 		reason := reasonInvalidRequest
 		if refused && !execapi.IsValidation(err) {
@@ -103,7 +114,7 @@ func (g *gate) Exec(ctx context.Context, req execapi.Request, events execapi.Eve
 		g.m.rejections.WithLabelValues(reason).Inc()
 		return execapi.Result{}, err
 	}
-	g.adm.release(t, ran)
+	g.calls.leave(fl, ran)
 	outcome := classify(ctx, res, err)
 	g.m.runs.WithLabelValues(checked.Runtime, outcome).Inc()
 	g.m.runSeconds.WithLabelValues(checked.Runtime).Observe(ran.Seconds())

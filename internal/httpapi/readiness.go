@@ -66,7 +66,7 @@ func (s *Server) Ready(ctx context.Context) error {
 }
 
 // probe runs the smallest program of a runtime (bash if installed) in a real
-// sandbox, admitted like any request.
+// sandbox, admitted by the engine like any request.
 func (s *Server) probe(ctx context.Context, info execapi.Info) error {
 	rt := info.Runtimes[0].Name
 	for _, r := range info.Runtimes {
@@ -74,19 +74,13 @@ func (s *Server) probe(ctx context.Context, info execapi.Info) error {
 			rt = r.Name
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	ctx, cancel := context.WithTimeout(execapi.WithCaller(ctx, probeCaller), 20*time.Second)
 	defer cancel()
-	t, refusal, err := s.gate.adm.acquire(ctx, probeCaller, 0, 10*time.Second)
-	if refusal != nil {
-		return fmt.Errorf("a sandbox could not be started to check the engine: %w", refusal)
-	}
-	if err != nil {
-		return fmt.Errorf("readiness probe: %w", err)
-	}
-	start := time.Now()
 	res, err := s.cfg.Service.Exec(ctx, execapi.Request{Runtime: rt, Code: "\n", Limits: execapi.Limits{TimeoutMS: 10000}}, nil)
-	s.gate.adm.release(t, time.Since(start))
+	var refusal *execapi.Refusal
 	switch {
+	case errors.As(err, &refusal):
+		return fmt.Errorf("a sandbox could not be started to check the engine: %w", refusal)
 	case err != nil:
 		return fmt.Errorf("the engine could not run a %s sandbox: %w", rt, err)
 	case res.ExitCode != 0 || !res.StatePurged:

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -56,6 +57,9 @@ type Backend struct {
 	Script func(n int, cfg sandbox.Config) Step
 	// Unenforced is what UnenforcedLimits reports.
 	Unenforced []sandbox.Limit
+	// OtherMemory is memory the parent holds beside the live sandboxes
+	// (another engine's, say): MemoryInUse adds it to theirs.
+	OtherMemory atomic.Int64
 
 	mu        sync.Mutex
 	created   int
@@ -64,9 +68,36 @@ type Backend struct {
 	closed    int
 	configs   []sandbox.Config
 	jobs      []sandbox.Job
+	live      map[*Sandbox]bool
+	budget    int64
 }
 
 var _ sandbox.Backend = (*Backend)(nil)
+var _ sandbox.MemoryBudget = (*Backend)(nil)
+
+// SetMemoryBudget implements sandbox.MemoryBudget: it records the limit
+// (Budget).
+func (b *Backend) SetMemoryBudget(bytes int64) (bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.budget = bytes
+	return true, nil
+}
+
+// Budget is what SetMemoryBudget was last given.
+func (b *Backend) Budget() int64 { b.mu.Lock(); defer b.mu.Unlock(); return b.budget }
+
+// MemoryInUse implements sandbox.MemoryBudget: the Memory of every
+// sandbox created and not yet destroyed, plus OtherMemory.
+func (b *Backend) MemoryInUse() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	total := b.OtherMemory.Load()
+	for s := range b.live {
+		total += s.step.Memory
+	}
+	return total
+}
 
 // Name implements sandbox.Backend.
 func (b *Backend) Name() string { return "fake" }
@@ -98,10 +129,15 @@ func (b *Backend) Create(ctx context.Context, cfg sandbox.Config) (sandbox.Sandb
 	if step.CreateErr != nil {
 		return nil, step.CreateErr
 	}
+	sb := &Sandbox{id: fmt.Sprintf("fake-%d", n), backend: b, step: step}
 	b.mu.Lock()
 	b.created++
+	if b.live == nil {
+		b.live = map[*Sandbox]bool{}
+	}
+	b.live[sb] = true
 	b.mu.Unlock()
-	return &Sandbox{id: fmt.Sprintf("fake-%d", n), backend: b, step: step}, nil
+	return sb, nil
 }
 
 func (b *Backend) step(n int, cfg sandbox.Config) Step {
@@ -226,6 +262,7 @@ func (s *Sandbox) Destroy() sandbox.Teardown {
 		b := s.backend
 		b.mu.Lock()
 		b.destroyed++
+		delete(b.live, s)
 		b.mu.Unlock()
 	}
 	if s.step.TeardownErr != nil {
