@@ -4,8 +4,7 @@ import (
 	"container/list"
 	"context"
 	"errors"
-	"fmt"
-	"os"
+	"runtime"
 	"sync"
 	"time"
 
@@ -40,12 +39,14 @@ type Controller struct {
 	mu      sync.Mutex
 	queue   fairQueue
 	running map[*Ticket]struct{}
-	// starting counts the running tickets not yet settled: their
-	// sandboxes the gauges cannot see yet.
+	// starting counts the running tickets in phaseStarting, cpuBound
+	// those in phaseCPUBound (see observeLocked).
 	starting int
+	cpuBound int
 	// allowance is how many may be starting at once now (see Settings).
 	allowance int
 	avg       time.Duration // running average of run lengths
+	ncpu      int
 	// blocked is what kept the queue from moving at the last look ("" when
 	// nothing did): the reason a call that waited in vain is refused for.
 	blocked    execapi.RefusalReason
@@ -71,9 +72,16 @@ type Ticket struct {
 	granted  bool
 	admitted time.Time
 	started  time.Time // when its job began (zero before)
-	settled  bool
+	phase    phase
 	released bool
-	elem     *list.Element // its place in the fair queue
+	// meter reads the sandbox's CPU demand (nil: it cannot); lastAt and
+	// lastCPU are its last reading, seen the times in a row it found
+	// the call computing (or, once CPU-bound, idle).
+	meter   func() (time.Duration, bool)
+	lastAt  time.Time
+	lastCPU time.Duration
+	seen    int
+	elem    *list.Element // its place in the fair queue
 }
 
 // New makes a controller with settings s over gauges g. Close stops it.
@@ -81,7 +89,7 @@ func New(s Settings, g Gauges) *Controller {
 	s = s.withDefaults()
 	c := &Controller{
 		s: s, g: g, queue: newFairQueue(), running: map[*Ticket]struct{}{}, allowance: s.MinStarting,
-		avg: defaultRunEstimate, rejections: map[execapi.RefusalReason]int64{},
+		avg: defaultRunEstimate, rejections: map[execapi.RefusalReason]int64{}, ncpu: runtime.NumCPU(),
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	go c.loop()
@@ -168,13 +176,16 @@ func (c *Controller) Acquire(ctx context.Context, caller string, timeout time.Du
 
 // Started says the ticket's sandbox is ready and its job begins: from a
 // settle time on, the gauges see what the call uses, and it no longer
-// counts as starting.
-func (t *Ticket) Started() {
+// counts as starting. meter, when not nil, reads what the sandbox's tasks
+// have demanded of the CPUs (sandbox.CPUMeter): with it the controller
+// tells a call that computes from one that waits.
+func (t *Ticket) Started(meter func() (time.Duration, bool)) {
 	c := t.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !t.released && t.granted && t.started.IsZero() {
 		t.started = time.Now()
+		t.meter = meter
 		c.kick()
 	}
 }
@@ -202,8 +213,17 @@ func (c *Controller) releaseLocked(t *Ticket, ran time.Duration) {
 	}
 	t.released = true
 	delete(c.running, t)
-	if !t.settled {
+	switch t.phase {
+	case phaseStarting:
 		c.starting--
+		// A call that ended before it settled has given back what it
+		// took: it grows the allowance as a light one does, so that
+		// short calls back to back are not held to MinStarting.
+		if ran > 0 {
+			c.allowance = min(c.allowance+1, c.s.MaxStarting)
+		}
+	case phaseCPUBound:
+		c.cpuBound--
 	}
 	if ran > 0 {
 		c.avg = time.Duration(estimateSmoothing*float64(ran) + (1-estimateSmoothing)*float64(c.avg))
@@ -212,7 +232,6 @@ func (c *Controller) releaseLocked(t *Ticket, ran time.Duration) {
 }
 
 func (c *Controller) grantLocked(t *Ticket, now time.Time) {
-	c.debugLocked("admit")
 	t.granted = true
 	t.admitted = now
 	c.running[t] = struct{}{}
@@ -250,17 +269,12 @@ func (c *Controller) loop() {
 	}
 }
 
-// stepLocked settles what has run long enough and admits what fits; it
-// reports whether calls still wait or start (time alone will change
-// something).
+// stepLocked looks at what has started (see observeLocked) and admits
+// what fits; it reports whether calls still wait, start or compute (time
+// alone will change something).
 func (c *Controller) stepLocked(now time.Time) bool {
 	for t := range c.running {
-		if !t.settled && !t.started.IsZero() && now.Sub(t.started) >= c.s.Settle {
-			t.settled = true
-			c.starting--
-			c.settledLocked()
-			c.debugLocked("settle")
-		}
+		c.observeLocked(t, now)
 	}
 	for c.queue.len() > 0 {
 		reason := c.roomLocked()
@@ -275,18 +289,7 @@ func (c *Controller) stepLocked(now time.Time) bool {
 	if c.queue.len() == 0 {
 		c.blocked = ""
 	}
-	return c.queue.len() > 0 || c.starting > 0
-}
-
-// settledLocked grows the starting allowance by one for a call that the
-// CPU gauge has now seen without saturation: a burst of light calls is let
-// in by steps that double, while one of CPU-bound calls (or of cold
-// sandboxes, whose creation keeps the CPUs saturated) stays at
-// MinStarting.
-func (c *Controller) settledLocked() {
-	if c.cpuOn() && c.g.CPU.CPU().Pressure < c.s.CPUThreshold {
-		c.allowance = min(c.allowance+1, c.s.MaxStarting)
-	}
+	return c.queue.len() > 0 || c.starting > 0 || c.cpuBound > 0
 }
 
 // roomLocked says why one more call cannot start now ("" when it can).
@@ -301,7 +304,15 @@ func (c *Controller) roomLocked() execapi.RefusalReason {
 		if c.starting >= c.allowance {
 			return execapi.RefusedCPU
 		}
-		if c.g.CPU.CPU().Pressure >= c.s.CPUThreshold {
+		// Once some calls compute, any still starting may too.
+		if c.cpuBound > 0 && c.cpuBound+c.starting >= c.s.MaxCPUBound {
+			return execapi.RefusedCPU
+		}
+		// Saturated by others (other work on the host, other engines'
+		// sandboxes, calls that compute unmeasured): the pressure is not
+		// explained by calls of ours that start or compute, which the
+		// bounds above already hold to what the CPUs take.
+		if c.starting+c.cpuBound < c.ncpu && c.g.CPU.CPU().Pressure >= c.s.CPUThreshold {
 			c.allowance = c.s.MinStarting
 			return execapi.RefusedCPU
 		}
@@ -321,9 +332,6 @@ func (c *Controller) reservedLocked() int64 {
 // for idle warm sandboxes to be released: before any call is refused for
 // memory, the pool gives back what it holds.
 func (c *Controller) blockedLocked(reason execapi.RefusalReason) {
-	if c.blocked != reason {
-		c.debugLocked("block " + string(reason))
-	}
 	c.blocked = reason
 	if reason != execapi.RefusedMemory || c.g.Reclaim == nil || c.reclaiming {
 		return
@@ -382,16 +390,3 @@ func (c *Controller) Running() int {
 
 // Settings are the settings in force (defaults filled in).
 func (c *Controller) Settings() Settings { return c.s }
-
-var debugStart = time.Now()
-
-func (c *Controller) debugLocked(what string) {
-	if os.Getenv("H15DEBUG") == "" {
-		return
-	}
-	p := -1.0
-	if c.cpuOn() {
-		p = c.g.CPU.CPU().Pressure
-	}
-	fmt.Fprintf(os.Stderr, "ADM %7.3f %-14s p=%.2f starting=%d allow=%d running=%d queued=%d\n", time.Since(debugStart).Seconds(), what, p, c.starting, c.allowance, len(c.running), c.queue.len())
-}

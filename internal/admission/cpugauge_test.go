@@ -1,14 +1,14 @@
 package admission
 
 import (
+	"os/exec"
 	"runtime"
-	"sync/atomic"
 	"testing"
 	"time"
 )
 
 // The sampler reads the machine's own counters: with three CPU-bound
-// goroutines per CPU, some runnable task waits nearly all the time, and a
+// processes per CPU, some runnable task waits nearly all the time, and a
 // reading says so within a window or two.
 func TestSamplerSeesSaturation(t *testing.T) {
 	s := NewSampler(0, 0)
@@ -31,20 +31,20 @@ func TestRunQueueSamplerSeesSaturation(t *testing.T) {
 
 func spinUntilSaturated(t *testing.T, s *Sampler) {
 	t.Helper()
-	var stop atomic.Bool
-	defer stop.Store(true)
+	// Processes, not goroutines: Go runs at most GOMAXPROCS threads.
 	for range 3 * runtime.NumCPU() {
-		go func() {
-			for !stop.Load() {
-			}
-		}()
+		spin := exec.Command("sh", "-c", "while :; do :; done")
+		if err := spin.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { spin.Process.Kill(); spin.Wait() }()
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	var r CPUReading
 	for time.Now().Before(deadline) {
 		time.Sleep(DefaultWindow)
 		if r = s.CPU(); r.Pressure >= 0.5 {
-			t.Logf("%s gauge under %d spinning goroutines: %+v", s.Kind(), 3*runtime.NumCPU(), r)
+			t.Logf("%s gauge under %d spinning processes: %+v", s.Kind(), 3*runtime.NumCPU(), r)
 			return
 		}
 	}

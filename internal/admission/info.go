@@ -9,7 +9,7 @@ func (c *Controller) Info() execapi.AdmissionInfo {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	i := execapi.AdmissionInfo{
-		Running: len(c.running), Starting: c.starting, Waiting: c.queue.len(),
+		Running: len(c.running), Starting: c.starting, CPUBound: c.cpuBound, Waiting: c.queue.len(),
 		Capacity: c.s.Capacity, MaxQueue: c.s.MaxQueue, QueueWaitMS: max(c.s.QueueWait, 0).Milliseconds(),
 		Rejections: map[execapi.RefusalReason]int64{},
 	}

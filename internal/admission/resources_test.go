@@ -76,8 +76,8 @@ func TestMemoryBudgetQueuesThenRefuses(t *testing.T) {
 		t.Errorf("info: %+v", info)
 	}
 	// Once measured, a call counts by what it uses, not by its floor.
-	a.Started()
-	b.Started()
+	a.Started(nil)
+	b.Started(nil)
 	waitFor(t, "settled", func() bool { return c.Info().Starting == 0 })
 	used.Store(80 * mib) // the two use 5 MB between them
 	waiting := make(chan error, 1)
@@ -194,7 +194,7 @@ func TestStartingBoundStepsABurst(t *testing.T) {
 	}
 	start := func(ts []*Ticket) {
 		for _, tk := range ts {
-			tk.Started()
+			tk.Started(nil)
 		}
 	}
 	step := take(2) // MinStarting
@@ -220,6 +220,93 @@ func TestStartingBoundStepsABurst(t *testing.T) {
 	for _, tk := range all {
 		tk.Release(0)
 	}
+}
+
+// meterAt is a sandbox's CPU count that grows by rate CPUs from now on.
+func meterAt(rate float64) func() (time.Duration, bool) {
+	start := time.Now()
+	return func() (time.Duration, bool) { return time.Duration(rate * float64(time.Since(start))), true }
+}
+
+// A sandbox's own CPU count tells a call that computes from one that
+// waits, where the machine's pressure cannot (creating sandboxes keeps it
+// high whatever the calls then do; two CPU-bound calls on two CPUs leave
+// it at 0): calls that wait grow the starting allowance, calls seen
+// computing count against MaxCPUBound (with any still starting), and a
+// call beyond it waits and is refused for cpu, with the pressure at 0.
+func TestCPUBoundCallsAreBounded(t *testing.T) {
+	cpu := &fakeCPU{}
+	c := newController(t, Settings{CPUThreshold: 0.8, MinStarting: 2, MaxCPUBound: 2, QueueWait: 200 * time.Millisecond, MaxQueue: 10,
+		Settle: 30 * time.Millisecond}, Gauges{CPU: cpu})
+	acquire := func() *Ticket {
+		t.Helper()
+		tk, err := c.Acquire(context.Background(), "A", time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tk
+	}
+	state := func() (allowance, bound int) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.allowance, c.cpuBound
+	}
+	a, b := acquire(), acquire()
+	a.Started(meterAt(0))
+	b.Started(meterAt(0.05))
+	waitFor(t, "settled", func() bool { return c.Info().Starting == 0 })
+	if allowance, bound := state(); allowance != 4 || bound != 0 {
+		t.Errorf("after two calls that wait: allowance %d, CPU-bound %d; want 4 and 0", allowance, bound)
+	}
+	x, y := acquire(), acquire()
+	x.Started(meterAt(1))
+	y.Started(meterAt(0.8))
+	// Seen computing as they settle, and still on the next look: the
+	// allowance falls back to MinStarting.
+	waitFor(t, "the computing calls seen twice", func() bool { allowance, bound := state(); return allowance == 2 && bound == 2 })
+	if _, err := c.Acquire(context.Background(), "B", time.Second); refusalOf(t, err).Reason != execapi.RefusedCPU {
+		t.Errorf("beyond two CPU-bound calls: %v", err)
+	}
+	x.Release(time.Second)
+	z := acquire() // room again
+	for _, tk := range []*Ticket{a, b, y, z} {
+		tk.Release(0)
+	}
+	if _, bound := state(); bound != 0 {
+		t.Errorf("CPU-bound %d after every call ended", bound)
+	}
+}
+
+// meterUntil is a sandbox's CPU count that grows by one CPU from now on
+// for d, and then no more.
+func meterUntil(d time.Duration) func() (time.Duration, bool) {
+	start := time.Now()
+	return func() (time.Duration, bool) { return min(time.Since(start), d), true }
+}
+
+// A call seen computing once, then waiting (an interpreter that waited
+// its turn to start among many, then sleeps) is light, never CPU-bound; a
+// CPU-bound call that stops computing is light again once seen idle twice.
+func TestCPUBoundIsWhatLasts(t *testing.T) {
+	c := newController(t, Settings{CPUThreshold: 0.8, MinStarting: 2, Settle: 60 * time.Millisecond}, Gauges{CPU: &fakeCPU{}})
+	starter, err := c.Acquire(context.Background(), "A", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	starter.Started(meterUntil(60 * time.Millisecond))
+	waitFor(t, "the starter settled", func() bool { return c.Info().Starting == 0 })
+	if i := c.Info(); i.CPUBound != 0 {
+		t.Errorf("a call that computed for its first reading only counts as CPU-bound: %+v", i)
+	}
+	worker, err := c.Acquire(context.Background(), "A", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker.Started(meterUntil(300 * time.Millisecond))
+	waitFor(t, "the worker CPU-bound", func() bool { return c.Info().CPUBound == 1 })
+	waitFor(t, "the worker light again", func() bool { return c.Info().CPUBound == 0 })
+	starter.Release(time.Second)
+	worker.Release(time.Second)
 }
 
 // Info's Free is what the controller would admit now: bounded by the

@@ -26,16 +26,22 @@ const (
 	DefaultCallFloor = 32 << 20
 	// DefaultCPUThreshold is the CPU pressure (the share of a short window
 	// in which some runnable task waited for a CPU) at which no more calls
-	// start: well above what a busy but not saturated machine shows,
-	// below the near-constant waiting of one with more CPU-bound work than
-	// cores.
-	DefaultCPUThreshold = 0.5
+	// start while the calls of this engine's own that start or compute
+	// are fewer than the CPUs: the CPUs are then saturated by something
+	// else (other work on the host, another engine, calls that compute
+	// unmeasured). The kernel's figure is an average over the CPUs, and
+	// the scheduler often leaves them unevenly loaded: four busy loops on
+	// two CPUs read 0.55 as often as 1 here, so pressure alone cannot
+	// count this engine's own CPU-bound calls (MaxCPUBound does), and a
+	// lower threshold mostly turned calls away for other programs' bursts.
+	DefaultCPUThreshold = 0.9
 	// DefaultMaxStarting bounds the calls starting at once however light
 	// the calls before them turned out.
 	DefaultMaxStarting = 64
-	// DefaultSettle is how long after its job starts a call counts as
-	// starting: long enough for the CPU gauge's window (DefaultWindow) to
-	// lie wholly after the start, so that it sees what the call does.
+	// DefaultSettle is how long after its job begins a call is first
+	// judged (then every two thirds of it): long enough for a light
+	// interpreter to have started, and for the CPU gauge's window
+	// (DefaultWindow) to lie wholly after the start.
 	DefaultSettle = 150 * time.Millisecond
 	// tick is how often, while calls wait or start, the controller looks
 	// again at the gauges.
@@ -70,11 +76,17 @@ type Settings struct {
 	CPUThreshold float64
 	// MinStarting and MaxStarting bound how many admitted calls may be
 	// starting (admitted, not yet seen by the gauges) at once: a burst is
-	// let in by steps the gauges can see, from MinStarting (0: two per
-	// CPU) growing by one for each call that turned out light, back to
-	// MinStarting when the CPUs are saturated, up to MaxStarting (0:
-	// DefaultMaxStarting). Only with a CPU condition.
+	// let in by steps the gauges can see, from MinStarting (0: one per
+	// CPU) growing by one for each call that turned out light or ended,
+	// back to MinStarting when calls compute or the CPUs are saturated,
+	// up to MaxStarting (0: DefaultMaxStarting). Only with a CPU
+	// condition.
 	MinStarting, MaxStarting int
+	// MaxCPUBound bounds the calls seen computing (their sandboxes demand
+	// a CPU), with those still starting once there is one (0: two per
+	// CPU): CPU-bound calls beyond that would each slow the others past
+	// twice their time alone. Only with a CPU condition.
+	MaxCPUBound int
 	// Settle is how long a call counts as starting after its job began
 	// (0: DefaultSettle).
 	Settle time.Duration
@@ -118,13 +130,16 @@ func (s Settings) withDefaults() Settings {
 		s.CallFloor = DefaultCallFloor
 	}
 	if s.MinStarting <= 0 {
-		s.MinStarting = 2 * runtime.NumCPU()
+		s.MinStarting = runtime.NumCPU()
 	}
 	if s.MaxStarting <= 0 {
 		s.MaxStarting = DefaultMaxStarting
 	}
 	if s.MaxStarting < s.MinStarting {
 		s.MaxStarting = s.MinStarting
+	}
+	if s.MaxCPUBound <= 0 {
+		s.MaxCPUBound = 2 * runtime.NumCPU()
 	}
 	if s.Settle <= 0 {
 		s.Settle = DefaultSettle

@@ -228,8 +228,12 @@ func (e *Engine) run(ctx context.Context, c execapi.Checked, rt images.Resolved,
 		}
 	}
 	// From here the sandbox exists: the gauges see it once it has run a
-	// moment.
-	ticket.Started()
+	// moment, and its own CPU count says whether it computes.
+	var meter func() (time.Duration, bool)
+	if m, ok := l.sb.(sandbox.CPUMeter); ok {
+		meter = m.CPUDemand
+	}
+	ticket.Started(meter)
 	emit(execapi.EventStarted, nil)
 	stdout := &cappedOutput{limit: e.cfg.OutputLimitBytes, kind: execapi.EventStdout, emit: emit}
 	stderr := &cappedOutput{limit: e.cfg.OutputLimitBytes, kind: execapi.EventStderr, emit: emit}

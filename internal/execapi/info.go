@@ -45,15 +45,18 @@ type Info struct {
 // AdmissionInfo is an executor's admission at one moment: what it measured,
 // what it holds to, and what it refused. A call starts while the calls
 // running are below Capacity, the memory reserved plus one more call's
-// floor fits MemoryBudgetBytes, and CPUPressure is below CPUThreshold;
-// otherwise it waits (up to QueueWaitMS, behind at most MaxQueue others)
-// and is then refused.
+// floor fits MemoryBudgetBytes, the CPUs are not saturated (CPUPressure
+// below CPUThreshold, and few enough calls computing) and not too many
+// calls are starting at once; otherwise it waits (up to QueueWaitMS,
+// behind at most MaxQueue others) and is then refused.
 type AdmissionInfo struct {
 	// Running counts the calls admitted and not yet ended; Starting those
-	// of them whose sandbox the gauges cannot see yet; Waiting the calls
-	// queued for room.
+	// of them whose sandbox the gauges cannot see yet; CPUBound those seen
+	// computing (their sandboxes demand a CPU); Waiting the calls queued
+	// for room.
 	Running  int `json:"running"`
 	Starting int `json:"starting"`
+	CPUBound int `json:"cpu_bound"`
 	Waiting  int `json:"waiting"`
 	// Free is how many more calls it would admit now, as the gauges
 	// stand: what a worker of a cluster publishes as its free sandboxes.

@@ -21,9 +21,10 @@ type admissionCollector struct {
 	report func() execapi.AdmissionInfo // nil without admission
 	inGate func() int
 
-	waiting, inUse, starting, free, capacity *prometheus.Desc
-	budget, used, reserved, floor            *prometheus.Desc
-	pressure, threshold                      *prometheus.Desc
+	waiting, inUse, starting, bound, free *prometheus.Desc
+	capacity                              *prometheus.Desc
+	budget, used, reserved, floor         *prometheus.Desc
+	pressure, threshold                   *prometheus.Desc
 }
 
 func newAdmissionCollector(svc any, inGate func() int) *admissionCollector {
@@ -33,6 +34,7 @@ func newAdmissionCollector(svc any, inGate func() int) *admissionCollector {
 		waiting:   d("scratchrun_queue_depth", "Calls waiting for room to start a sandbox."),
 		inUse:     d("scratchrun_sandboxes_in_use", "Calls admitted and not yet ended (their sandboxes)."),
 		starting:  d("scratchrun_admission_starting", "Admitted calls whose sandboxes the gauges cannot see yet."),
+		bound:     d("scratchrun_admission_cpu_bound", "Admitted calls seen computing (their sandboxes demand a CPU)."),
 		free:      d("scratchrun_admission_free", "Calls admission would start now, as its gauges stand."),
 		capacity:  d("scratchrun_capacity", "Upper bound on calls running at once (the operator's --capacity, else a safety maximum)."),
 		budget:    d("scratchrun_admission_memory_budget_bytes", "Memory all sandboxes may use together (0: no memory condition)."),
@@ -50,7 +52,7 @@ func newAdmissionCollector(svc any, inGate func() int) *admissionCollector {
 
 // Describe implements prometheus.Collector.
 func (c *admissionCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.waiting, c.inUse, c.starting, c.free, c.capacity, c.budget, c.used, c.reserved, c.floor, c.pressure, c.threshold} {
+	for _, d := range []*prometheus.Desc{c.waiting, c.inUse, c.starting, c.bound, c.free, c.capacity, c.budget, c.used, c.reserved, c.floor, c.pressure, c.threshold} {
 		ch <- d
 	}
 }
@@ -67,6 +69,7 @@ func (c *admissionCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.waiting, float64(a.Waiting))
 	gauge(c.inUse, float64(a.Running))
 	gauge(c.starting, float64(a.Starting))
+	gauge(c.bound, float64(a.CPUBound))
 	gauge(c.free, float64(a.Free))
 	gauge(c.capacity, float64(a.Capacity))
 	gauge(c.budget, float64(a.MemoryBudgetBytes))

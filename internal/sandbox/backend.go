@@ -45,6 +45,17 @@ type Sandbox interface {
 	MemoryUsage() int64
 }
 
+// CPUMeter is implemented by sandboxes that can tell how much CPU their
+// processes have asked for: admission tells a call that computes from one
+// that waits by it.
+type CPUMeter interface {
+	// CPUDemand is the time the sandbox's live tasks have spent running
+	// or waiting to run on a CPU so far (a task that computes demands all
+	// of any interval, however many share the CPUs), and whether this
+	// host counts it.
+	CPUDemand() (time.Duration, bool)
+}
+
 // MemoryBudget is implemented by backends whose sandboxes all live under
 // one parent cgroup (shared by every engine on the host that names it):
 // the parent's memory limit is the machine's budget for all sandboxes,

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // The parent directory holds every sandbox of every engine on the host
@@ -132,4 +133,43 @@ func readInt(file string) int64 {
 	}
 	n, _ := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
 	return n
+}
+
+// CPUDemand is the time the group's tasks, those alive now, have spent
+// running or runnable waiting for a CPU (the kernel's schedstat of each
+// thread), and whether this host keeps that count. Unlike the CPU time a
+// task got, which shrinks as more tasks share the CPUs, a task that
+// computes demands the whole of any interval, however crowded: that tells
+// a call that computes from one that waits.
+func (g *Group) CPUDemand() (time.Duration, bool) {
+	file := "tasks" // v1: every thread
+	if g.version == V2 {
+		file = "cgroup.threads"
+	}
+	var dir string
+	for _, d := range g.dirs {
+		dir = d
+		break
+	}
+	tids := words(filepath.Join(dir, file))
+	if tids == nil {
+		return 0, false
+	}
+	var total time.Duration
+	for _, tid := range tids {
+		// "run wait slices", in nanoseconds (CONFIG_SCHED_INFO).
+		f := words("/proc/" + tid + "/schedstat")
+		if len(f) < 2 {
+			continue // gone, or no schedstat on this kernel
+		}
+		run, err1 := strconv.ParseInt(f[0], 10, 64)
+		wait, err2 := strconv.ParseInt(f[1], 10, 64)
+		if err1 == nil && err2 == nil {
+			total += time.Duration(run + wait)
+		}
+	}
+	if _, err := os.Stat("/proc/self/schedstat"); err != nil {
+		return 0, false
+	}
+	return total, true
 }

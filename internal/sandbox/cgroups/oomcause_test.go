@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -135,5 +136,63 @@ func TestOOMCauseOwnLimitOrParent(t *testing.T) {
 	}
 	if victim.OOMKills() == 0 || victim.OwnLimitReached() {
 		t.Errorf("killed for the parent: oom kills %d, own limit reached %v", victim.OOMKills(), victim.OwnLimitReached())
+	}
+}
+
+// A group's CPU demand counts what its processes ran and waited to run: a
+// process that spins has it, even beside three more spinning in other
+// groups, and only in its own group.
+func TestGroupCPUDemand(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create cgroups")
+	}
+	m, err := New(fmt.Sprintf("scratchrun-cgtest-cpu-%d", os.Getpid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.RemoveParent()
+	busy, err := m.Create("busy", Limits{CPUs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idle, err := m.Create("idle", Limits{CPUs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, g := range []*Group{busy, idle} {
+			g.KillAll()
+			if err := g.Destroy(); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	spin := func() *exec.Cmd {
+		cmd := exec.Command("sh", "-c", "while :; do :; done")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		return cmd
+	}
+	// Three more spinning outside, to crowd the CPUs.
+	for range 3 * runtime.NumCPU() {
+		spin()
+	}
+	if err := busy.AddProcess(spin().Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	before, ok := busy.CPUDemand()
+	if !ok {
+		t.Skip("this kernel keeps no schedstat")
+	}
+	start := time.Now()
+	time.Sleep(300 * time.Millisecond)
+	demand, _ := busy.CPUDemand()
+	if got, span := demand-before, time.Since(start); got < span/2 {
+		t.Errorf("a spinning process among %d demanded %s of %s", 3*runtime.NumCPU()+1, got, span)
+	}
+	if none, ok := idle.CPUDemand(); none != 0 || !ok {
+		t.Errorf("an empty group demanded %s (%v)", none, ok)
 	}
 }

@@ -57,6 +57,7 @@ type gvSandbox struct {
 }
 
 var _ hostside.Host = (*gvSandbox)(nil)
+var _ sandbox.CPUMeter = (*gvSandbox)(nil)
 
 func (s *gvSandbox) ID() string { return s.id }
 
@@ -313,3 +314,7 @@ func (s *gvSandbox) closeFiles() {
 // MemoryUsage implements sandbox.Sandbox: what the sandbox's cgroup uses,
 // the Sentry and gofer included.
 func (s *gvSandbox) MemoryUsage() int64 { return hostside.GroupMemory(s.group) }
+
+// CPUDemand implements sandbox.CPUMeter: the tasks of the sandbox's cgroup
+// (the Sentry, the gofer and what runs under them).
+func (s *gvSandbox) CPUDemand() (time.Duration, bool) { return hostside.GroupCPUDemand(s.group) }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"syscall"
+	"time"
 
 	"github.com/scratchrun/scratchrun/internal/sandbox"
 	"github.com/scratchrun/scratchrun/internal/sandbox/cgroups"
@@ -89,4 +90,13 @@ func MemoryInUse(m *cgroups.Manager) int64 {
 		return 0
 	}
 	return m.ParentMemoryInUse()
+}
+
+// GroupCPUDemand is what a sandbox's cgroup's tasks demanded of the CPUs
+// (see sandbox.CPUMeter; false without a group or a count).
+func GroupCPUDemand(g *cgroups.Group) (time.Duration, bool) {
+	if g == nil {
+		return 0, false
+	}
+	return g.CPUDemand()
 }

@@ -38,6 +38,7 @@ type nsSandbox struct {
 }
 
 var _ hostside.Host = (*nsSandbox)(nil)
+var _ sandbox.CPUMeter = (*nsSandbox)(nil)
 
 func (s *nsSandbox) ID() string { return s.id }
 
@@ -155,3 +156,6 @@ func (s *nsSandbox) Destroy() sandbox.Teardown {
 
 // MemoryUsage implements sandbox.Sandbox: what the sandbox's cgroup uses.
 func (s *nsSandbox) MemoryUsage() int64 { return hostside.GroupMemory(s.group) }
+
+// CPUDemand implements sandbox.CPUMeter: the tasks of the sandbox's cgroup.
+func (s *nsSandbox) CPUDemand() (time.Duration, bool) { return hostside.GroupCPUDemand(s.group) }

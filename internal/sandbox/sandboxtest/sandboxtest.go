@@ -43,6 +43,10 @@ type Step struct {
 	Do func(ctx context.Context, job sandbox.Job) (sandbox.Outcome, error)
 	// Memory is what MemoryUsage reports.
 	Memory int64
+	// CPURate, when set, makes the sandbox a sandbox.CPUMeter whose tasks
+	// have demanded this many CPUs' worth of time since its job began (1:
+	// one task computing all along).
+	CPURate float64
 	// TeardownErr, when set, makes Destroy report an unverified teardown.
 	TeardownErr error
 }
@@ -190,10 +194,26 @@ type Sandbox struct {
 
 	mu        sync.Mutex
 	ran       bool
+	runSince  time.Time
 	destroyed bool
 }
 
 var _ sandbox.Sandbox = (*Sandbox)(nil)
+var _ sandbox.CPUMeter = (*Sandbox)(nil)
+
+// CPUDemand implements sandbox.CPUMeter from the step's CPURate (no count
+// when it is 0).
+func (s *Sandbox) CPUDemand() (time.Duration, bool) {
+	if s.step.CPURate == 0 {
+		return 0, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.runSince.IsZero() {
+		return 0, true
+	}
+	return time.Duration(s.step.CPURate * float64(time.Since(s.runSince))), true
+}
 
 // ID implements sandbox.Sandbox.
 func (s *Sandbox) ID() string { return s.id }
@@ -214,6 +234,7 @@ func (s *Sandbox) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, er
 		return sandbox.Outcome{}, errors.New("sandbox already ran a job; sandboxes are used once")
 	}
 	s.ran = true
+	s.runSince = time.Now()
 	s.mu.Unlock()
 	b := s.backend
 	b.mu.Lock()
