@@ -65,7 +65,6 @@ type Ticket struct {
 	c       *Controller
 	caller  string
 	timeout time.Duration // the run's own limit, to bound estimates
-	arrived time.Time
 
 	// Guarded by c.mu.
 	ready    chan struct{} // closed when admitted
@@ -117,13 +116,14 @@ func (c *Controller) Close() {
 // ctx's error when the caller went away while it waited.
 func (c *Controller) Acquire(ctx context.Context, caller string, timeout time.Duration) (*Ticket, error) {
 	now := time.Now()
-	t := &Ticket{c: c, caller: caller, timeout: timeout, arrived: now, ready: make(chan struct{})}
+	t := &Ticket{c: c, caller: caller, timeout: timeout, ready: make(chan struct{})}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		return nil, ErrClosed
 	}
 	if c.queue.len() == 0 {
+		c.observeAllLocked(now)
 		reason := c.roomLocked()
 		if reason == "" {
 			c.grantLocked(t, now)
@@ -188,13 +188,6 @@ func (t *Ticket) Started(meter func() (time.Duration, bool)) {
 		t.meter = meter
 		c.kick()
 	}
-}
-
-// Waited is how long the call waited for admission.
-func (t *Ticket) Waited() time.Duration {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	return t.admitted.Sub(t.arrived)
 }
 
 // Release ends the call's admission: its room goes to the calls waiting.
@@ -273,9 +266,7 @@ func (c *Controller) loop() {
 // what fits; it reports whether calls still wait, start or compute (time
 // alone will change something).
 func (c *Controller) stepLocked(now time.Time) bool {
-	for t := range c.running {
-		c.observeLocked(t, now)
-	}
+	c.observeAllLocked(now)
 	for c.queue.len() > 0 {
 		reason := c.roomLocked()
 		if reason != "" {

@@ -1,6 +1,10 @@
 package admission
 
-import "github.com/scratchrun/scratchrun/internal/execapi"
+import (
+	"time"
+
+	"github.com/scratchrun/scratchrun/internal/execapi"
+)
 
 // Info is the controller as it stands: what it measures, what it holds
 // to, what it would admit now and what it refused (execapi.Info's
@@ -8,6 +12,7 @@ import "github.com/scratchrun/scratchrun/internal/execapi"
 func (c *Controller) Info() execapi.AdmissionInfo {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.observeAllLocked(time.Now())
 	i := execapi.AdmissionInfo{
 		Running: len(c.running), Starting: c.starting, CPUBound: c.cpuBound, Waiting: c.queue.len(),
 		Capacity: c.s.Capacity, MaxQueue: c.s.MaxQueue, QueueWaitMS: max(c.s.QueueWait, 0).Milliseconds(),

@@ -17,6 +17,10 @@ const (
 	phaseCPUBound
 )
 
+// lightRecheck is how often a light call is looked at again: seldom, as a
+// hundred of them may wait at once, each a few files to read.
+const lightRecheck = time.Second
+
 // cpuBoundRate is the share of a window a call's sandbox must demand a CPU
 // (its tasks running or waiting to run) to count as computing: a busy loop
 // demands all of it however crowded the CPUs are; a program that waits,
@@ -33,12 +37,26 @@ const cpuBoundRate = 0.5
 // to start among many and then sleeps; it stays starting meanwhile). A
 // CPU-bound call seen idle twice in a row is light after all (once could
 // be the kernel's accounting, which counts a task's wait when it gets the
-// CPU). The sandbox's own count tells calls apart where the machine's
+// CPU); a light one seen computing later, over a second or more, is
+// CPU-bound then. The sandbox's own count tells calls apart where the machine's
 // pressure cannot: creating sandboxes keeps the CPUs saturated whatever
 // the calls then do. Without a count, a call settles after Settle, light
 // when the CPUs are not saturated.
 func (c *Controller) observeLocked(t *Ticket, now time.Time) {
-	if t.started.IsZero() || t.phase == phaseLight {
+	if t.started.IsZero() {
+		return
+	}
+	if t.phase == phaseLight {
+		// Seen again now and then: a call that started slowly (its
+		// interpreter blocked on the disk) or that computes only after a
+		// while is CPU-bound once seen computing.
+		if c.cpuOn() && t.meter != nil && now.Sub(t.lastAt) >= lightRecheck {
+			if computing, ok := c.sampleLocked(t, now); ok && computing {
+				t.phase = phaseCPUBound
+				c.cpuBound++
+				c.allowance = c.s.MinStarting
+			}
+		}
 		return
 	}
 	if !c.cpuOn() || t.meter == nil {
@@ -103,5 +121,13 @@ func (c *Controller) settleLocked(t *Ticket, p phase, light bool) {
 		c.allowance = c.s.MinStarting
 	case light:
 		c.allowance = min(c.allowance+1, c.s.MaxStarting)
+	}
+}
+
+// observeAllLocked looks at every running call (observeLocked): before
+// each decision, so that it stands on what the calls do now.
+func (c *Controller) observeAllLocked(now time.Time) {
+	for t := range c.running {
+		c.observeLocked(t, now)
 	}
 }

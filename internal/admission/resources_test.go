@@ -286,7 +286,8 @@ func meterUntil(d time.Duration) func() (time.Duration, bool) {
 
 // A call seen computing once, then waiting (an interpreter that waited
 // its turn to start among many, then sleeps) is light, never CPU-bound; a
-// CPU-bound call that stops computing is light again once seen idle twice.
+// CPU-bound call that stops computing is light again once seen idle twice;
+// a light call that computes later is CPU-bound once seen doing so.
 func TestCPUBoundIsWhatLasts(t *testing.T) {
 	c := newController(t, Settings{CPUThreshold: 0.8, MinStarting: 2, Settle: 60 * time.Millisecond}, Gauges{CPU: &fakeCPU{}})
 	starter, err := c.Acquire(context.Background(), "A", time.Second)
@@ -305,8 +306,28 @@ func TestCPUBoundIsWhatLasts(t *testing.T) {
 	worker.Started(meterUntil(300 * time.Millisecond))
 	waitFor(t, "the worker CPU-bound", func() bool { return c.Info().CPUBound == 1 })
 	waitFor(t, "the worker light again", func() bool { return c.Info().CPUBound == 0 })
-	starter.Release(time.Second)
-	worker.Release(time.Second)
+	// A call that starts slowly (blocked on the disk, say) and then
+	// computes is seen computing on a later look.
+	late, err := c.Acquire(context.Background(), "A", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	late.Started(meterAfter(200 * time.Millisecond))
+	waitFor(t, "the late starter settled light", func() bool { return c.Info().Starting == 0 })
+	if i := c.Info(); i.CPUBound != 0 {
+		t.Fatalf("settled CPU-bound before it computed: %+v", i)
+	}
+	waitFor(t, "the late starter seen computing", func() bool { return c.Info().CPUBound == 1 })
+	for _, tk := range []*Ticket{starter, worker, late} {
+		tk.Release(time.Second)
+	}
+}
+
+// meterAfter is a sandbox's CPU count that stays at 0 for d, and then
+// grows by one CPU.
+func meterAfter(d time.Duration) func() (time.Duration, bool) {
+	start := time.Now()
+	return func() (time.Duration, bool) { return max(time.Since(start)-d, 0), true }
 }
 
 // Info's Free is what the controller would admit now: bounded by the

@@ -87,8 +87,8 @@ type Settings struct {
 	// CPU): CPU-bound calls beyond that would each slow the others past
 	// twice their time alone. Only with a CPU condition.
 	MaxCPUBound int
-	// Settle is how long a call counts as starting after its job began
-	// (0: DefaultSettle).
+	// Settle is how long after its job began a call is first judged
+	// computing or waiting (0: DefaultSettle).
 	Settle time.Duration
 }
 

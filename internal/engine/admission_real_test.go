@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"sync"
@@ -16,9 +17,10 @@ import (
 
 // These run admission on real sandboxes and the machine's own gauges.
 
-// Under sustained CPU saturation (two busy loops per CPU, as many as
-// admission lets start at once) a new call waits the queue wait and is
-// refused for cpu, with when to retry; nothing is left.
+// Under sustained CPU saturation (two busy loops per CPU, as many
+// CPU-bound calls as admission lets run) a new call waits the queue wait
+// and is refused for cpu, with when to retry; the busy loops are seen
+// computing by their sandboxes' own CPU demand; nothing is left.
 func TestBusyLoopsSaturateAndNewCallsAreRefused(t *testing.T) {
 	newTestEngine(t, nil) // the store and backend, before the snapshot
 	before := leakcheck.Take(leakOpts)
@@ -28,6 +30,7 @@ func TestBusyLoopsSaturateAndNewCallsAreRefused(t *testing.T) {
 	loops := 2 * runtime.NumCPU()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
+	ended := make(chan string, loops)
 	for range loops {
 		wg.Add(1)
 		go func() {
@@ -35,8 +38,11 @@ func TestBusyLoopsSaturateAndNewCallsAreRefused(t *testing.T) {
 			// A machine already busy may refuse them too: retry until
 			// admitted (or the test ends).
 			for ctx.Err() == nil {
-				_, err := e.Exec(ctx, execapi.Request{Runtime: "python3.13", Code: "while True:\n    pass\n", Limits: execapi.Limits{TimeoutMS: 30000}}, nil)
+				res, err := e.Exec(ctx, execapi.Request{Runtime: "python3.13", Code: "while True:\n    pass\n", Limits: execapi.Limits{TimeoutMS: 30000}}, nil)
 				if !errors.Is(err, execapi.ErrAtCapacity) {
+					if ctx.Err() == nil {
+						ended <- fmt.Sprintf("a busy loop ended: %v (exit %d, %s)", err, res.ExitCode, res.Note)
+					}
 					return
 				}
 			}
@@ -45,11 +51,16 @@ func TestBusyLoopsSaturateAndNewCallsAreRefused(t *testing.T) {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		a := e.Admission()
-		if a.Running == loops && a.Starting == 0 && a.CPUPressure >= a.CPUThreshold {
+		if a.Running == loops && a.CPUBound == loops {
 			break
 		}
+		select {
+		case why := <-ended:
+			t.Fatal(why)
+		default:
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the busy loops never saturated the CPUs: %+v", a)
+			t.Fatalf("the busy loops were never all seen computing: %+v", a)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

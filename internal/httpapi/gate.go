@@ -76,6 +76,10 @@ func (g *gate) Exec(ctx context.Context, req execapi.Request, events execapi.Eve
 		g.rate.refund(caller)
 		return execapi.Result{}, g.refuse(refusal)
 	}
+	// Counted until the call is fully accounted for: a drain waits for
+	// that too.
+	var ran time.Duration
+	defer func() { g.calls.leave(fl, ran) }()
 
 	// The engine says when its admission let the call in: the wait before
 	// it is the queue's, the time after it the run's.
@@ -100,12 +104,10 @@ func (g *gate) Exec(ctx context.Context, req execapi.Request, events execapi.Eve
 		started = time.Unix(0, n)
 		g.m.queueSeconds.Observe(started.Sub(received).Seconds())
 	}
-	ran := time.Since(started)
 	if refused := errors.As(err, &refusal); refused || execapi.IsValidation(err) {
 		// The engine knows more than the policy (installed runtimes, room
 		// on the machine) and may refuse too: still nothing ran, so it
 		// neither counts against the key nor is a run.
-		g.calls.leave(fl, 0)
 		g.rate.refund(caller)
 		reason := reasonInvalidRequest
 		if refused && !execapi.IsValidation(err) {
@@ -114,7 +116,7 @@ func (g *gate) Exec(ctx context.Context, req execapi.Request, events execapi.Eve
 		g.m.rejections.WithLabelValues(reason).Inc()
 		return execapi.Result{}, err
 	}
-	g.calls.leave(fl, ran)
+	ran = time.Since(started)
 	outcome := classify(ctx, res, err)
 	g.m.runs.WithLabelValues(checked.Runtime, outcome).Inc()
 	g.m.runSeconds.WithLabelValues(checked.Runtime).Observe(ran.Seconds())

@@ -28,7 +28,7 @@ type readiness struct {
 
 // Ready reports whether the server can serve runs now: a runtime image is
 // installed and the engine has started (and cleanly torn down) a sandbox
-// recently; if it has not, Ready runs a trivial probe through the same slots
+// recently; if it has not, Ready runs a trivial probe through the same admission
 // as every request.
 func (s *Server) Ready(ctx context.Context) error {
 	if s.drain.isDraining() {
@@ -59,7 +59,7 @@ func (s *Server) Ready(ctx context.Context) error {
 	if err == nil {
 		s.ready.lastOK = time.Now()
 	} else if errors.Is(err, execapi.ErrAtCapacity) && !last.IsZero() {
-		// Every slot is busy with runs: the engine evidently works.
+		// No room for the probe beside the runs: the engine evidently works.
 		return nil
 	}
 	return err
