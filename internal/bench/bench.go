@@ -53,6 +53,9 @@ fig.savefig(out if out else sys.stdout.buffer, format="png", dpi=100)
 // busyCode spins until its process has used two seconds of CPU.
 const busyCode = "import time\nwhile time.process_time() < 2:\n    pass\n"
 
+// memoryCode takes 96 MiB and holds it for two seconds.
+const memoryCode = "import time\nheld = b'x' * (96 << 20)\ntime.sleep(2)\n"
+
 var pyEnv = []string{"PATH=/usr/bin:/bin", "HOME=/root", "LANG=C.UTF-8", "MPLBACKEND=Agg"}
 
 // Workloads are the benchmark's named workloads.
@@ -71,6 +74,11 @@ var Workloads = map[string]Workload{
 	// seconds of CPU, so that sharing a CPU makes it take longer.
 	"cpu": {Name: "cpu", Runtime: "python3.13", Code: busyCode, TimeoutMS: 30000,
 		Bare: []string{"/usr/bin/python3.13", "-c", busyCode}, BareEnv: pyEnv},
+	// memory takes 96 MiB, within the default 256 MB limit, and holds it
+	// for two seconds: many at once outgrow a small memory budget after
+	// they were admitted.
+	"memory": {Name: "memory", Runtime: "python3.13", Code: memoryCode,
+		Bare: []string{"/usr/bin/python3.13", "-c", memoryCode}, BareEnv: pyEnv},
 	"chart": {Name: "chart", Runtime: "python3.13", Code: "import os\nos.environ['OUT'] = '/tmp/chart.png'\n" + chartCode,
 		Return: []string{"/tmp/chart.png"},
 		Bare:   []string{"/usr/bin/python3.13", "-c", chartCode}, BareEnv: pyEnv},
