@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scratchrun/scratchrun/internal/engine"
 	"github.com/scratchrun/scratchrun/internal/execapi"
 )
 
@@ -254,5 +255,38 @@ func TestFairnessAcrossKeys(t *testing.T) {
 	// Served round-robin: flood's running request, flood's next, then polite.
 	if pos < 0 || pos > 2 {
 		t.Errorf("polite finished at position %d of %d behind a flood", pos, len(order))
+	}
+}
+
+// Calls beyond the engine's memory budget wait and then get 429 with
+// reason memory and Retry-After, in the API's error document, and the
+// refusal is counted by its reason; the MCP tool says the same words.
+func TestMemoryBudgetAnswers429(t *testing.T) {
+	sb, release := scriptedBackend()
+	defer release()
+	sb.Steps[0].Memory = 80 << 20 // what each sandbox uses
+	ts := startServerWith(t, serverOptions{capacity: 10, queueWait: 300 * time.Millisecond, backend: sb}, func(c *engine.Config) {
+		c.Admission.MemoryBudget, c.Admission.CallFloor = 100<<20, 30<<20
+	})
+	held := make(chan answer, 1)
+	go func() { held <- ts.post("", holdBody) }()
+	waitFor(t, "the first run", func() bool { return ts.metric("scratchrun_sandboxes_in_use") == 1 })
+	a := ts.post("", quickBody)
+	words := refusedAs(t, a, http.StatusTooManyRequests, execapi.RefusedMemory, 0)
+	if e := a.errorBody(t); e.Code != execapi.CodeAtCapacity || retryAfter(t, a) < 1 || !strings.Contains(words, "memory") {
+		t.Errorf("refused for memory: %+v", e)
+	}
+	if got := ts.metric(`scratchrun_rejections_total{reason="memory"}`); got != 1 {
+		t.Errorf("memory rejections counted %v", got)
+	}
+	if used, budget := ts.metric("scratchrun_admission_memory_used_bytes"), ts.metric("scratchrun_admission_memory_budget_bytes"); used != 80<<20 || budget != 100<<20 {
+		t.Errorf("metrics: %v used of %v", used, budget)
+	}
+	release()
+	if r := <-held; r.status != http.StatusOK {
+		t.Errorf("the held run: %d %s", r.status, r.body)
+	}
+	if a := ts.post("", quickBody); a.status != http.StatusOK {
+		t.Errorf("after the memory freed: %d %s", a.status, a.body)
 	}
 }
