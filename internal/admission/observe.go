@@ -38,10 +38,10 @@ const cpuBoundRate = 0.5
 // CPU-bound call seen idle twice in a row is light after all (once could
 // be the kernel's accounting, which counts a task's wait when it gets the
 // CPU); a light one seen computing later, over a second or more, is
-// CPU-bound then. The sandbox's own count tells calls apart where the machine's
-// pressure cannot: creating sandboxes keeps the CPUs saturated whatever
-// the calls then do. Without a count, a call settles after Settle, light
-// when the CPUs are not saturated.
+// CPU-bound then. The sandbox's own count tells calls apart where the
+// machine's pressure cannot: creating sandboxes keeps the CPUs saturated
+// whatever the calls then do. Without a count, a call settles after
+// Settle, light when the CPUs are not saturated.
 func (c *Controller) observeLocked(t *Ticket, now time.Time) {
 	if t.started.IsZero() {
 		return
