@@ -34,6 +34,9 @@ func cmdBench(args []string) int {
 	interval := fs.Duration("interval", 0, "pause after each run, as an agent thinking between calls (lets the warm pool refill; not counted)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	idleMemory := fs.Bool("idle-memory", false, "instead of timing a workload, report the memory of idle warm sandboxes of every runtime next to each interpreter waiting bare")
+	sweep := fs.String("sweep", "", "instead of timing a workload against bare, send bursts of this many calls at once (`LIST`, e.g. 1,100,200) through an engine with a server's defaults (admission, warm pool), and report successes, refusals, latency and memory")
+	rounds := fs.Int("rounds", 2, "bursts per concurrency of --sweep (the warm pool grows after the first)")
+	pause := fs.Duration("pause", 15*time.Second, "pause between the bursts of --sweep (lets the warm pool refill)")
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return flagExit(err)
 	}
@@ -53,6 +56,16 @@ func cmdBench(args []string) int {
 	}
 	if *network == execapi.NetworkEgress {
 		operator.allowEgress = true
+	}
+	if *sweep != "" {
+		levels, err := parseSweep(*sweep)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "scratchrun bench: --sweep: %v\n", err)
+			return exitUsage
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return benchSweep(ctx, w, levels, sweepOptions{rounds: *rounds, pause: *pause, network: *network, pool: *pool, json: *asJSON})
 	}
 	store, err := openStore()
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/scratchrun/scratchrun/internal/admission"
 	"github.com/scratchrun/scratchrun/internal/engine"
 	"github.com/scratchrun/scratchrun/internal/execapi"
 	"github.com/scratchrun/scratchrun/internal/images"
@@ -66,23 +67,33 @@ var envSettings = []envSetting{
 	{"SCRATCHRUN_MAX_PIDS", func(c *engine.Config, n int64) { c.MaxPids = n }},
 	{"SCRATCHRUN_TMP_MB", func(c *engine.Config, n int64) { c.TmpBytes = n << 20 }},
 	{"SCRATCHRUN_WRITABLE_MB", func(c *engine.Config, n int64) { c.WritableBytes = n << 20 }},
-	{"SCRATCHRUN_MAX_CONCURRENT", func(c *engine.Config, n int64) { c.MaxConcurrent = int(n) }},
+	{"SCRATCHRUN_MAX_CONCURRENT", func(c *engine.Config, n int64) { c.Admission.Capacity = int(n) }},
+	{"SCRATCHRUN_CALL_FLOOR_MB", func(c *engine.Config, n int64) { c.Admission.CallFloor = n << 20 }},
+	{"SCRATCHRUN_QUEUE", func(c *engine.Config, n int64) { c.Admission.MaxQueue = int(n) }},
 	{"SCRATCHRUN_CPU_MILLICORES", func(c *engine.Config, n int64) { c.CPUs = float64(n) / 1000 }},
 }
 
 // engineOverrides are a subcommand's own flags for the engine, which win
 // over the environment; zero fields leave it be.
 type engineOverrides struct {
-	// maxConcurrent is `serve --capacity`.
-	maxConcurrent int
+	// capacity is `serve --capacity`, queue `--queue`.
+	capacity, queue int
+	// queueWait is `serve --queue-wait` when given.
+	queueWait *time.Duration
+	// memoryBudget is `serve --memory-budget` when given (0: none).
+	memoryBudget *int64
+	// cpuThreshold is `serve --cpu-threshold` when given (0: none).
+	cpuThreshold *float64
 }
 
-// engineConfig builds the engine's configuration from defaults, the
+// engineConfig builds the engine's configuration from defaults (a
+// server's admission: admission.Defaults for this machine), the
 // environment and a subcommand's overrides, naming the variable in any
 // error.
 func engineConfig(log *slog.Logger, o engineOverrides) (engine.Config, error) {
 	cfg := engine.DefaultConfig()
 	cfg.Logger = log
+	cfg.Admission = admission.Defaults(admission.MachineMemory())
 	for _, s := range envSettings {
 		v, ok := os.LookupEnv(s.name)
 		if !ok || v == "" {
@@ -94,9 +105,10 @@ func engineConfig(log *slog.Logger, o engineOverrides) (engine.Config, error) {
 		}
 		s.apply(&cfg, n)
 	}
-	if o.maxConcurrent > 0 {
-		cfg.MaxConcurrent = o.maxConcurrent
+	if err := admissionEnv(&cfg.Admission); err != nil {
+		return cfg, err
 	}
+	o.apply(&cfg.Admission)
 	p := cfg.Policy
 	if p.DefaultTimeout > p.MaxTimeout {
 		return cfg, fmt.Errorf("SCRATCHRUN_DEFAULT_TIMEOUT_MS (%d) is above SCRATCHRUN_MAX_TIMEOUT_MS (%d)", p.DefaultTimeout.Milliseconds(), p.MaxTimeout.Milliseconds())
@@ -105,6 +117,74 @@ func engineConfig(log *slog.Logger, o engineOverrides) (engine.Config, error) {
 		return cfg, fmt.Errorf("SCRATCHRUN_DEFAULT_MEMORY_MB (%d) must be between %d and SCRATCHRUN_MAX_MEMORY_MB (%d)", p.DefaultMemoryMB, p.MinMemoryMB, p.MaxMemoryMB)
 	}
 	return cfg, nil
+}
+
+// admissionEnv reads the admission settings that are not plain positive
+// integers (those are in envSettings): SCRATCHRUN_MEMORY_BUDGET_MB and
+// SCRATCHRUN_CPU_THRESHOLD (0 turns either condition off) and
+// SCRATCHRUN_QUEUE_WAIT (0: no waiting).
+func admissionEnv(a *admission.Settings) error {
+	if v := os.Getenv("SCRATCHRUN_MEMORY_BUDGET_MB"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 || n > 1<<30 {
+			return fmt.Errorf("SCRATCHRUN_MEMORY_BUDGET_MB=%q: want a size in MiB (0: no memory budget)", v)
+		}
+		a.MemoryBudget = n << 20
+	}
+	if v := os.Getenv("SCRATCHRUN_CPU_THRESHOLD"); v != "" {
+		f, err := parseThreshold(v)
+		if err != nil {
+			return fmt.Errorf("SCRATCHRUN_CPU_THRESHOLD=%q: %v", v, err)
+		}
+		a.CPUThreshold = f
+	}
+	if v := os.Getenv("SCRATCHRUN_QUEUE_WAIT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return fmt.Errorf("SCRATCHRUN_QUEUE_WAIT=%q: want a duration such as 2s (0: no waiting)", v)
+		}
+		a.QueueWait = queueWaitSetting(d)
+	}
+	return nil
+}
+
+// parseThreshold reads a CPU pressure threshold: a share between 0 and 1
+// (0 turns the CPU condition off).
+func parseThreshold(v string) (float64, error) {
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f < 0 || f > 1 {
+		return 0, fmt.Errorf("want a share of time between 0 and 1, e.g. 0.8 (0: no CPU condition)")
+	}
+	return f, nil
+}
+
+// queueWaitSetting maps a queue wait as operators give it (0 means no
+// waiting) to admission's (0 means as long as the call's context allows,
+// negative no waiting).
+func queueWaitSetting(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
+// apply puts the flags that were given over a.
+func (o engineOverrides) apply(a *admission.Settings) {
+	if o.capacity > 0 {
+		a.Capacity = o.capacity
+	}
+	if o.queue > 0 {
+		a.MaxQueue = o.queue
+	}
+	if o.queueWait != nil {
+		a.QueueWait = queueWaitSetting(*o.queueWait)
+	}
+	if o.memoryBudget != nil {
+		a.MemoryBudget = *o.memoryBudget
+	}
+	if o.cpuThreshold != nil {
+		a.CPUThreshold = *o.cpuThreshold
+	}
 }
 
 // operatorOptions are settings given as flags to exec, mcp and serve; each
@@ -314,9 +394,12 @@ func newEngine(log *slog.Logger, o engineOverrides) (*engine.Engine, error) {
 	return newEngineWithPool(log, o, pool)
 }
 
-// newOneShotEngine is for one call (exec): a pool would only cost.
+// newOneShotEngine is for one call (exec): a pool would only cost, and so
+// would admission, which would wait behind nothing of its own; it leaves
+// the sandboxes' cgroup parent, and its memory limit, as the servers that
+// share it set them.
 func newOneShotEngine(log *slog.Logger) (*engine.Engine, error) {
-	return newEngineWithPool(log, engineOverrides{}, engine.PoolConfig{})
+	return newEngineWith(log, engineOverrides{}, engine.PoolConfig{}, true)
 }
 
 func poolConfig() (engine.PoolConfig, error) {
@@ -347,11 +430,20 @@ func poolConfig() (engine.PoolConfig, error) {
 }
 
 func newEngineWithPool(log *slog.Logger, o engineOverrides, pool engine.PoolConfig) (*engine.Engine, error) {
+	return newEngineWith(log, o, pool, false)
+}
+
+// newEngineWith builds the engine; oneShot drops admission (see
+// newOneShotEngine).
+func newEngineWith(log *slog.Logger, o engineOverrides, pool engine.PoolConfig, oneShot bool) (*engine.Engine, error) {
 	cfg, err := engineConfig(log, o)
 	if err != nil {
 		return nil, err
 	}
 	cfg.Pool = pool
+	if oneShot {
+		cfg.Admission = admission.Settings{}
+	}
 	store, err := openStore()
 	if err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/scratchrun/scratchrun/internal/admission"
 	"github.com/scratchrun/scratchrun/internal/console"
 	"github.com/scratchrun/scratchrun/internal/execapi"
 	"github.com/scratchrun/scratchrun/internal/httpapi"
@@ -34,9 +35,11 @@ func cmdServe(args []string) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	addr := fs.String("addr", "", "listen on `HOST:PORT` (env SCRATCHRUN_ADDR; default "+defaultServeAddr+")")
 	dbPath := fs.String("db", "", dbFlagUsage)
-	capacity := fs.Int("capacity", 0, "sandboxes run at once (default SCRATCHRUN_MAX_CONCURRENT, else 2 per core bounded by memory)")
-	queueWait := fs.Duration("queue-wait", httpapi.DefaultQueueWait, "how long a request waits for a free sandbox before a 429 (0: no waiting)")
-	queueLen := fs.Int("queue", 0, "requests that may wait for a sandbox at once (default 4 per sandbox)")
+	capacity := fs.Int("capacity", 0, fmt.Sprintf("at most this many sandboxes at once, whatever the machine has room for (env SCRATCHRUN_MAX_CONCURRENT; default %d, a safety bound)", admission.HardCapacity))
+	queueWait := fs.Duration("queue-wait", admission.DefaultQueueWait, "how long a request waits for room before a 429 (env SCRATCHRUN_QUEUE_WAIT; 0: no waiting)")
+	queueLen := fs.Int("queue", 0, fmt.Sprintf("requests that may wait for room at once (env SCRATCHRUN_QUEUE; default %d)", admission.DefaultMaxQueue))
+	memoryBudget := fs.String("memory-budget", "", "memory all sandboxes may use together (`SIZE`, e.g. 16GiB; 0: no budget; env SCRATCHRUN_MEMORY_BUDGET_MB; default: the machine's memory less the larger of 1 GiB and a tenth)")
+	cpuThreshold := fs.Float64("cpu-threshold", admission.DefaultCPUThreshold, "CPU pressure (the share of time some task waits for a CPU, 0 to 1) at which no more sandboxes start (env SCRATCHRUN_CPU_THRESHOLD; 0: no CPU condition)")
 	maxBody := fs.String("max-body", "10MiB", "largest request body accepted (`SIZE`: bytes, or with KiB/MiB)")
 	allowNoAuth := fs.Bool("allow-no-auth", false, "serve without API keys on a non-loopback address (dangerous: anyone who reaches it runs code)")
 	maxConns := addMaxConnsFlag(fs)
@@ -89,6 +92,27 @@ flags:
 		if err := console.CheckToken(consoleToken); err != nil {
 			return serveUsageError("--console-token (SCRATCHRUN_CONSOLE_TOKEN): " + err.Error())
 		}
+	}
+	overrides := engineOverrides{capacity: *capacity, queue: *queueLen}
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "queue-wait":
+			overrides.queueWait = queueWait
+		case "cpu-threshold":
+			overrides.cpuThreshold = cpuThreshold
+		}
+	})
+	if overrides.cpuThreshold != nil && (*cpuThreshold < 0 || *cpuThreshold > 1) {
+		return serveUsageError("--cpu-threshold: want a share of time between 0 and 1, e.g. 0.8 (0: no CPU condition)")
+	}
+	if *memoryBudget != "" {
+		n := int64(0)
+		if *memoryBudget != "0" {
+			if n, err = parseSize(*memoryBudget); err != nil {
+				return serveUsageError("--memory-budget: " + err.Error())
+			}
+		}
+		overrides.memoryBudget = &n
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -145,7 +169,7 @@ flags:
 	}
 
 	log := newLogger()
-	eng, err := newEngine(log, engineOverrides{maxConcurrent: *capacity})
+	eng, err := newEngine(log, overrides)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "scratchrun serve: %v\n", err)
 		return exitInternal
@@ -168,9 +192,6 @@ flags:
 		Service:      eng,
 		Policy:       eng.Policy(),
 		Keys:         keys,
-		Capacity:     eng.Capacity(),
-		MaxQueue:     *queueLen,
-		QueueWait:    queueWaitSetting(*queueWait),
 		MaxBodyBytes: bodyLimit,
 		Conns:        limits,
 		ListenAddr:   listenAddr,
@@ -189,11 +210,7 @@ flags:
 	if !hasKeys {
 		fmt.Fprintf(os.Stderr, "scratchrun serve: no API keys exist: serving WITHOUT authentication until one is created (scratchrun keys create --name NAME --db %s)\n", dbShown)
 	}
-	queueText := "no queue"
-	if *queueWait > 0 {
-		queueText = fmt.Sprintf("queue wait %s", *queueWait)
-	}
-	fmt.Fprintf(os.Stderr, "scratchrun serve: listening on http://%s (capacity %d sandboxes, %s, keys in %s)\n", ln.Addr(), eng.Capacity(), queueText, dbShown)
+	fmt.Fprintf(os.Stderr, "scratchrun serve: listening on http://%s (%s; keys in %s)\n", ln.Addr(), admissionText(eng.Admission()), dbShown)
 	if consoleToken != "" {
 		fmt.Fprintf(os.Stderr, "scratchrun serve: web console at http://%s/console (sign in with the console token)\n", ln.Addr())
 	}
@@ -244,18 +261,31 @@ func serveMetrics(srv *httpapi.Server, ln net.Listener, given string, limits htt
 	return func() { hs.Close() }
 }
 
+// admissionText says in a line how admission will decide.
+func admissionText(a execapi.AdmissionInfo) string {
+	var parts []string
+	if a.MemoryBudgetBytes > 0 {
+		parts = append(parts, fmt.Sprintf("memory budget %d MiB", a.MemoryBudgetBytes>>20))
+	} else {
+		parts = append(parts, "no memory budget")
+	}
+	if a.CPUThreshold > 0 {
+		parts = append(parts, fmt.Sprintf("CPU pressure below %.2f (%s)", a.CPUThreshold, a.CPUGauge))
+	} else {
+		parts = append(parts, "no CPU condition")
+	}
+	parts = append(parts, fmt.Sprintf("at most %d sandboxes", a.Capacity))
+	if a.QueueWaitMS > 0 {
+		parts = append(parts, fmt.Sprintf("queue of %d waiting up to %s", a.MaxQueue, time.Duration(a.QueueWaitMS)*time.Millisecond))
+	} else {
+		parts = append(parts, "no queue")
+	}
+	return "admission: " + strings.Join(parts, ", ")
+}
+
 func serveUsageError(msg string) int {
 	fmt.Fprintf(os.Stderr, "scratchrun serve: %s\n", msg)
 	return exitUsage
-}
-
-// queueWaitSetting maps the flag (0 means no waiting) to httpapi's Config
-// (0 means the default, negative no waiting).
-func queueWaitSetting(d time.Duration) time.Duration {
-	if d == 0 {
-		return -1
-	}
-	return d
 }
 
 // addrIsNotLoopback reports whether HOST:PORT certainly binds beyond loopback:

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/scratchrun/scratchrun/internal/execapi"
 	"github.com/scratchrun/scratchrun/internal/leakcheck"
 	"github.com/scratchrun/scratchrun/internal/store"
 	"github.com/scratchrun/scratchrun/internal/testenv/postgres"
@@ -527,5 +529,41 @@ func TestServeOpenOnLoopback(t *testing.T) {
 	p.cmd.Process.Signal(syscall.SIGINT)
 	if code := p.wait(t); code != 0 {
 		t.Errorf("exit %d after SIGINT:\n%s", code, p.stderr())
+	}
+}
+
+// serve's admission flags reach the engine, and GET /v1/runtimes and
+// /metrics say how admission decides: the memory budget (which the
+// sandboxes' cgroup parent gets as its limit), the CPU threshold and its
+// gauge, the upper bound and the queue.
+func TestServeDescribesAdmission(t *testing.T) {
+	p := startServe(t, "--db", filepath.Join(t.TempDir(), "keys.db"), "--memory-budget", "3GiB", "--cpu-threshold", "0.6",
+		"--capacity", "7", "--queue", "9", "--queue-wait", "1500ms")
+	s, body, err := httpCall(http.MethodGet, p.url+"/v1/runtimes", "", "")
+	var info struct{ Admission *execapi.AdmissionInfo }
+	if err != nil || s != 200 || json.Unmarshal([]byte(body), &info) != nil || info.Admission == nil {
+		t.Fatalf("GET /v1/runtimes: %d %s %v", s, body, err)
+	}
+	a := info.Admission
+	if a.MemoryBudgetBytes != 3<<30 || a.CallFloorBytes <= 0 || a.CPUThreshold != 0.6 || a.CPUGauge == "" ||
+		a.Capacity != 7 || a.MaxQueue != 9 || a.QueueWaitMS != 1500 || a.Free < 1 || len(a.Rejections) != len(execapi.AdmissionRefusals) {
+		t.Errorf("admission: %+v", a)
+	}
+	limit := "/sys/fs/cgroup/memory/" + cgroupParent + "/memory.limit_in_bytes"
+	if _, err := os.Stat("/sys/fs/cgroup/memory"); err != nil {
+		limit = "/sys/fs/cgroup/" + cgroupParent + "/memory.max"
+	}
+	if data, err := os.ReadFile(limit); err != nil || strings.TrimSpace(string(data)) != strconv.Itoa(3<<30) {
+		t.Errorf("the sandboxes' cgroup parent's limit: %q %v, want the budget", data, err)
+	}
+	for _, want := range []string{"scratchrun_admission_memory_budget_bytes 3.221225472e+09", "scratchrun_admission_cpu_threshold 0.6",
+		"scratchrun_capacity 7", `scratchrun_rejections_total{reason="memory"} 0`, `scratchrun_rejections_total{reason="cpu"} 0`} {
+		if _, m, _ := httpCall(http.MethodGet, p.url+"/metrics", "", ""); !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.wait(t); code != 0 {
+		t.Errorf("exit %d:\n%s", code, p.stderr())
 	}
 }

@@ -30,6 +30,8 @@ type Workload struct {
 	// its environment.
 	Bare    []string
 	BareEnv []string
+	// TimeoutMS, when set, is the calls' timeout (the default otherwise).
+	TimeoutMS int
 }
 
 // chartCode is the README's chart example; it writes the PNG to $OUT, or to
@@ -48,6 +50,12 @@ out = os.environ.get("OUT")
 fig.savefig(out if out else sys.stdout.buffer, format="png", dpi=100)
 `
 
+// busyCode spins until its process has used two seconds of CPU.
+const busyCode = "import time\nwhile time.process_time() < 2:\n    pass\n"
+
+// memoryCode takes 96 MiB and holds it for two seconds.
+const memoryCode = "import time\nheld = b'x' * (96 << 20)\ntime.sleep(2)\n"
+
 var pyEnv = []string{"PATH=/usr/bin:/bin", "HOME=/root", "LANG=C.UTF-8", "MPLBACKEND=Agg"}
 
 // Workloads are the benchmark's named workloads.
@@ -58,6 +66,19 @@ var Workloads = map[string]Workload{
 		Bare: []string{"/bin/bash", "-c", "echo hi"}, BareEnv: pyEnv},
 	"node-print": {Name: "node-print", Runtime: "node20", Code: "console.log(1)",
 		Bare: []string{"/usr/bin/node", "-e", "console.log(1)"}, BareEnv: pyEnv},
+	// sleep is an agent's code that waits (on an API, a download, a retry
+	// loop): three seconds of nothing.
+	"sleep": {Name: "sleep", Runtime: "python3.13", Code: "import time; time.sleep(3)",
+		Bare: []string{"/usr/bin/python3.13", "-c", "import time; time.sleep(3)"}, BareEnv: pyEnv},
+	// cpu is CPU-bound code: a busy loop until the process has had two
+	// seconds of CPU, so that sharing a CPU makes it take longer.
+	"cpu": {Name: "cpu", Runtime: "python3.13", Code: busyCode, TimeoutMS: 30000,
+		Bare: []string{"/usr/bin/python3.13", "-c", busyCode}, BareEnv: pyEnv},
+	// memory takes 96 MiB, within the default 256 MB limit, and holds it
+	// for two seconds: many at once outgrow a small memory budget after
+	// they were admitted.
+	"memory": {Name: "memory", Runtime: "python3.13", Code: memoryCode,
+		Bare: []string{"/usr/bin/python3.13", "-c", memoryCode}, BareEnv: pyEnv},
 	"chart": {Name: "chart", Runtime: "python3.13", Code: "import os\nos.environ['OUT'] = '/tmp/chart.png'\n" + chartCode,
 		Return: []string{"/tmp/chart.png"},
 		Bare:   []string{"/usr/bin/python3.13", "-c", chartCode}, BareEnv: pyEnv},
@@ -252,4 +273,32 @@ func cpuTime() time.Duration {
 		ticks += n
 	}
 	return time.Duration(ticks) * 10 * time.Millisecond
+}
+
+// memAvailable is the machine's MemAvailable, in bytes (0 when unknown).
+func memAvailable() int64 {
+	data, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// loadAverage is /proc/loadavg's three averages.
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
 }

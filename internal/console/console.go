@@ -33,11 +33,6 @@ type Config struct {
 	// MaxBodyBytes bounds a playground request (default
 	// httpapi.DefaultMaxBodyBytes, as the API's).
 	MaxBodyBytes int64
-	// Admission, when set, reports the admission state the Live page
-	// shows. This is the hook for admission by resources (issue 15):
-	// wire it to what that admission reports. Unset, the state is the
-	// fixed capacity, queue and refusals of httpapi.Live.
-	Admission func() AdmissionState
 	// SessionIdle ends a session not used for this long (default
 	// DefaultSessionIdle); SessionMax ends any session this long after
 	// sign-in (default DefaultSessionMax).

@@ -5,24 +5,23 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/scratchrun/scratchrun/internal/execapi"
 	"github.com/scratchrun/scratchrun/internal/httpapi"
 )
 
 // AdmissionState is how admission decides, as the Live page shows it: the
-// calls it holds and how far it will go. Its fields follow what an
-// admission by resources (issue 15) reports, so that Config.Admission is a
-// field-by-field copy of it; with a fixed capacity (what httpapi.Live
-// describes) the memory and CPU fields are zero and Mode says so.
+// calls it holds and how far it will go (the engine's admission by
+// resources, execapi.AdmissionInfo), or, for a service with no admission
+// of its own (a remote one), only the calls the server has in flight.
 type AdmissionState struct {
-	// Mode is "fixed_capacity" (a count of sandbox slots) or "resources"
-	// (memory and CPU measured).
+	// Mode is "resources" (memory and CPU measured) or "none" (the service
+	// admits calls itself, out of this server's sight).
 	Mode string `json:"mode"`
 	// Running counts the calls admitted and not yet ended (Starting of
-	// them still starting their sandbox), Waiting those queued for room;
-	// Free how many more would start now.
+	// them still starting their sandbox, CPUBound seen computing), Waiting
+	// those queued for room; Free how many more would start now.
 	Running  int `json:"running"`
 	Starting int `json:"starting"`
+	CPUBound int `json:"cpu_bound"`
 	Waiting  int `json:"waiting"`
 	Free     int `json:"free"`
 	// Capacity bounds the calls running at once, MaxQueue those waiting,
@@ -48,22 +47,27 @@ type AdmissionState struct {
 
 // Admission modes.
 const (
-	ModeFixedCapacity = "fixed_capacity"
-	ModeResources     = "resources"
+	ModeResources = "resources"
+	ModeNone      = "none"
 )
 
-// fixedAdmission is the admission state of a server that admits by a
-// fixed count of slots: httpapi.Live's figures.
-func fixedAdmission(l httpapi.Live) AdmissionState {
-	a := AdmissionState{
-		Mode: ModeFixedCapacity, Running: l.InUse, Waiting: l.Queued, Free: max(l.Capacity-l.InUse-l.Queued, 0),
-		Capacity: l.Capacity, MaxQueue: l.MaxQueue, QueueWaitMS: l.QueueWait.Milliseconds(),
+// admissionState is the Live page's view of l's admission.
+func admissionState(l httpapi.Live) AdmissionState {
+	a := l.Admission
+	if a == nil {
+		return AdmissionState{Mode: ModeNone, Running: l.InGate, Rejections: map[string]int64{}}
+	}
+	st := AdmissionState{
+		Mode: ModeResources, Running: a.Running, Starting: a.Starting, CPUBound: a.CPUBound, Waiting: a.Waiting, Free: a.Free,
+		Capacity: a.Capacity, MaxQueue: a.MaxQueue, QueueWaitMS: a.QueueWaitMS,
+		MemoryBudgetBytes: a.MemoryBudgetBytes, MemoryUsedBytes: a.MemoryUsedBytes, MemoryReservedBytes: a.MemoryReservedBytes,
+		CPUPressure: a.CPUPressure, CPUThreshold: a.CPUThreshold, CPUGauge: a.CPUGauge,
 		Rejections: map[string]int64{},
 	}
-	for _, r := range []execapi.RefusalReason{execapi.RefusedAtCapacity, execapi.RefusedQueueFull, execapi.RefusedDraining} {
-		a.Rejections[string(r)] = l.Rejections[string(r)]
+	for reason, n := range a.Rejections {
+		st.Rejections[string(reason)] = n
 	}
-	return a
+	return st
 }
 
 // poolView is one warm pool's ready sandboxes.
@@ -87,7 +91,10 @@ type liveView struct {
 
 func (h *handlers) liveState(w http.ResponseWriter, r *http.Request) {
 	l := h.live()
-	v := liveView{InFlight: l.InUse, Queued: l.Queued, Capacity: l.Capacity, Draining: l.Draining, Rejections: l.Rejections, Pools: []poolView{}}
+	v := liveView{InFlight: l.InGate, Draining: l.Draining, Rejections: l.Rejections, Pools: []poolView{}, Admission: admissionState(l)}
+	if a := l.Admission; a != nil {
+		v.InFlight, v.Queued, v.Capacity = a.Running, a.Waiting, a.Capacity
+	}
 	for key, n := range l.Pools {
 		parts := append(strings.SplitN(key, "/", 3), "", "")
 		v.Pools = append(v.Pools, poolView{Runtime: parts[0], Network: parts[1], Variant: parts[2], Ready: n})
@@ -95,11 +102,6 @@ func (h *handlers) liveState(w http.ResponseWriter, r *http.Request) {
 	slices.SortFunc(v.Pools, func(a, b poolView) int {
 		return strings.Compare(a.Runtime+"/"+a.Network+"/"+a.Variant, b.Runtime+"/"+b.Network+"/"+b.Variant)
 	})
-	if h.cfg.Admission != nil {
-		v.Admission = h.cfg.Admission()
-	} else {
-		v.Admission = fixedAdmission(l)
-	}
 	writeJSON(w, http.StatusOK, v)
 }
 

@@ -59,8 +59,9 @@ type testConsole struct {
 }
 
 type consoleOptions struct {
-	// admission is Config.Admission.
-	admission func() AdmissionState
+	// admission, when set, is how the service's admission stands (as the
+	// engine reports it); unset, the service has none (a remote one).
+	admission *execapi.AdmissionInfo
 	// respond scripts the service (default: success, printing nothing).
 	respond func(ctx context.Context, c execapitest.Call) execapitest.Response
 }
@@ -76,11 +77,15 @@ func startConsole(t *testing.T, o consoleOptions) *testConsole {
 		fake.Respond(o.respond)
 	}
 	clk := &clock{t: time.Now()}
-	con, err := New(Config{Token: testToken, Keys: keys, Admission: o.admission, now: clk.now})
+	con, err := New(Config{Token: testToken, Keys: keys, now: clk.now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := httpapi.New(httpapi.Config{Service: fake, Policy: fake.Policy(), Keys: keys, Capacity: 2, Console: con.Mount})
+	var svc execapi.Service = fake
+	if o.admission != nil {
+		svc = admittingService{fake, *o.admission}
+	}
+	srv, err := httpapi.New(httpapi.Config{Service: svc, Policy: fake.Policy(), Keys: keys, Console: con.Mount})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,3 +233,13 @@ func (tc *testConsole) runAs(caller string, req execapi.Request) {
 		tc.t.Fatalf("run as %q: %v", caller, err)
 	}
 }
+
+// admittingService is a scripted service that reports an admission of its
+// own, as the engine does.
+type admittingService struct {
+	*execapitest.Service
+	info execapi.AdmissionInfo
+}
+
+// Admission reports the scripted admission state.
+func (s admittingService) Admission() execapi.AdmissionInfo { return s.info }

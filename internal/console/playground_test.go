@@ -134,25 +134,27 @@ func TestPlaygroundErrors(t *testing.T) {
 	}
 }
 
-// The Live page's figures are the server's, and its admission state the
-// hook's once one is given.
+// The Live page's figures are the server's: its service's admission state
+// when it has one (the engine's), else only the calls in flight.
 func TestLiveState(t *testing.T) {
 	tc := startConsole(t, consoleOptions{})
 	b := tc.browser()
 	b.signIn()
 	var v liveView
 	b.getJSON("/console/api/live", &v)
-	if v.Capacity != 2 || v.InFlight != 0 || v.Admission.Mode != ModeFixedCapacity || v.Admission.Capacity != 2 || v.Admission.Free != 2 || v.Pools == nil {
+	if v.InFlight != 0 || v.Admission.Mode != ModeNone || v.Pools == nil {
 		t.Errorf("live %+v", v)
 	}
 
-	hooked := startConsole(t, consoleOptions{admission: func() AdmissionState {
-		return AdmissionState{Mode: ModeResources, MemoryBudgetBytes: 1 << 30, CPUThreshold: 0.8, Running: 7}
+	admitting := startConsole(t, consoleOptions{admission: &execapi.AdmissionInfo{
+		Running: 7, Waiting: 2, Capacity: 1024, MemoryBudgetBytes: 1 << 30, CPUThreshold: 0.8,
+		Rejections: map[execapi.RefusalReason]int64{execapi.RefusedMemory: 3},
 	}})
-	hb := hooked.browser()
-	hb.signIn()
-	hb.getJSON("/console/api/live", &v)
-	if v.Admission.Mode != ModeResources || v.Admission.MemoryBudgetBytes != 1<<30 || v.Admission.Running != 7 {
-		t.Errorf("live with the admission hook: %+v", v.Admission)
+	ab := admitting.browser()
+	ab.signIn()
+	ab.getJSON("/console/api/live", &v)
+	a := v.Admission
+	if a.Mode != ModeResources || a.MemoryBudgetBytes != 1<<30 || a.Running != 7 || v.InFlight != 7 || v.Queued != 2 || v.Capacity != 1024 || a.Rejections["memory"] != 3 {
+		t.Errorf("live with the engine's admission: %+v", v)
 	}
 }

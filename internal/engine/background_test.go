@@ -77,7 +77,7 @@ func TestPoolBuildsInBackgroundWhenBusy(t *testing.T) {
 		}()
 	}
 	defer wg.Wait()
-	for deadline := time.Now().Add(10 * time.Second); len(e.slots) < runtime.NumCPU(); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); e.adm.Running() < runtime.NumCPU(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the long calls were not admitted")
 		}

@@ -2,8 +2,8 @@ package engine
 
 import (
 	"log/slog"
-	"runtime"
 
+	"github.com/scratchrun/scratchrun/internal/admission"
 	"github.com/scratchrun/scratchrun/internal/execapi"
 	"github.com/scratchrun/scratchrun/internal/netpolicy"
 )
@@ -12,9 +12,13 @@ import (
 type Config struct {
 	// Policy holds request defaults and maxima (timeouts, memory, sizes).
 	Policy execapi.Policy
-	// MaxConcurrent is how many sandboxes may run at once; 0 picks a default
-	// from cores and memory (DefaultMaxConcurrent).
-	MaxConcurrent int
+	// Admission decides when a call may start: by the memory sandboxes
+	// use against a budget (given to their cgroup parent as its limit), by
+	// CPU pressure, and by an upper bound on calls running; a call that
+	// cannot start waits in a fair queue and is then refused. The zero
+	// value admits by count alone (admission.HardCapacity) and lets a call
+	// wait as long as its context allows; servers use admission.Defaults.
+	Admission admission.Settings
 	// OutputLimitBytes caps stdout and stderr, each.
 	OutputLimitBytes int
 	// MaxReturnBytes caps all return files of one run together.
@@ -55,21 +59,4 @@ func DefaultConfig() Config {
 		MaxInodes:        65536,
 		PassHostEnv:      []string{"OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"},
 	}
-}
-
-// DefaultMaxConcurrent sizes capacity from the machine: two sandboxes per core
-// (interpreters mostly wait on I/O and start-up), but never more than memory
-// holds at the maximum per-run memory limit.
-func DefaultMaxConcurrent(totalMemoryBytes int64, maxMemoryMB int) int {
-	n := 2 * runtime.NumCPU()
-	if maxMemoryMB > 0 && totalMemoryBytes > 0 {
-		byMemory := int(totalMemoryBytes / 2 / (int64(maxMemoryMB) << 20))
-		if byMemory < n {
-			n = byMemory
-		}
-	}
-	if n < 1 {
-		n = 1
-	}
-	return n
 }

@@ -26,6 +26,8 @@ func (e *Engine) Describe(context.Context) (execapi.Info, error) {
 		MaxReturnBytes:   e.cfg.MaxReturnBytes,
 		UnenforcedLimits: []string{},
 	}
+	adm := e.adm.Info()
+	info.Admission = &adm
 	for _, l := range e.backend.UnenforcedLimits() {
 		info.UnenforcedLimits = append(info.UnenforcedLimits, string(l))
 	}

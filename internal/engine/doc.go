@@ -1,7 +1,9 @@
 // Package engine is the local Executor: it validates a request, resolves its
-// runtime to an image, waits for capacity, creates a sandbox through a backend,
-// stages the code and files, runs it with capped output, collects the result
-// and destroys the sandbox. A front end that validated the request already
+// runtime to an image, admits it when the machine has room (package
+// admission, with gauges from the backend's cgroup parent and each
+// sandbox's CPU demand), creates a sandbox through a backend, stages the
+// code and files, runs it with capped output, collects the result and
+// destroys the sandbox. A front end that validated the request already
 // hands the Checked to ExecChecked (execapi.CheckedExecutor). The result's
 // facts are what the sandbox reported; execapi.Result.Finish words them.
 //

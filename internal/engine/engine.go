@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/scratchrun/scratchrun/internal/admission"
 	"github.com/scratchrun/scratchrun/internal/engine/warm"
 	"github.com/scratchrun/scratchrun/internal/execapi"
 	"github.com/scratchrun/scratchrun/internal/images"
@@ -36,9 +37,11 @@ type Engine struct {
 	cfg     Config
 	store   *images.Store
 	backend sandbox.Backend
-	slots   chan struct{}
-	pool    *pool
-	log     *slog.Logger
+	adm     *admission.Controller
+	// cpu samples the CPUs for admission (nil without a CPU condition).
+	cpu  *admission.Sampler
+	pool *pool
+	log  *slog.Logger
 	// background tracks slot deletions still running after their call.
 	background sync.WaitGroup
 	hostEnv    []string
@@ -51,15 +54,12 @@ var _ execapi.Executor = (*Engine)(nil)
 // builds it at background weight. With a core to spare it builds at the
 // normal weight, so that it is ready for the next call sooner (back to back
 // calls from one caller found the pool empty twice as often otherwise).
-func (e *Engine) busy() bool { return len(e.slots) >= runtime.NumCPU() }
+func (e *Engine) busy() bool { return e.adm.Running() >= runtime.NumCPU() }
 
 // New makes an engine over an image store and a backend.
 func New(cfg Config, store *images.Store, backend sandbox.Backend) (*Engine, error) {
 	if store == nil || backend == nil {
 		return nil, errors.New("engine needs an image store and a backend")
-	}
-	if cfg.MaxConcurrent <= 0 {
-		cfg.MaxConcurrent = DefaultMaxConcurrent(totalMemory(), cfg.Policy.MaxMemoryMB)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -70,14 +70,47 @@ func New(cfg Config, store *images.Store, backend sandbox.Backend) (*Engine, err
 	if cfg.Policy.NetworkDefault == execapi.NetworkEgress && !cfg.Policy.AllowEgress {
 		return nil, errors.New("engine: the default network is egress but egress is not allowed")
 	}
-	e := &Engine{cfg: cfg, store: store, backend: backend, slots: make(chan struct{}, cfg.MaxConcurrent), log: cfg.Logger}
+	e := &Engine{cfg: cfg, store: store, backend: backend, log: cfg.Logger}
 	for _, name := range cfg.PassHostEnv {
 		if v, ok := os.LookupEnv(name); ok {
 			e.hostEnv = append(e.hostEnv, name+"="+v)
 		}
 	}
+	e.adm = admission.New(cfg.Admission, e.gauges())
 	e.pool = newPool(e, cfg.Pool)
 	return e, nil
+}
+
+// gauges measures the machine for admission: the memory under the
+// backend's cgroup parent, which gets the budget as its limit (without a
+// backend that has one, or a memory controller, there is no memory
+// condition), and the CPUs' pressure.
+func (e *Engine) gauges() admission.Gauges {
+	s := e.cfg.Admission
+	var g admission.Gauges
+	if s.MemoryBudget > 0 {
+		mb, ok := e.backend.(sandbox.MemoryBudget)
+		applied := false
+		if ok {
+			var err error
+			if applied, err = mb.SetMemoryBudget(s.MemoryBudget); err != nil {
+				// Usage above the new limit (v1 refuses to lower it then):
+				// admission still holds calls to the budget.
+				e.log.Warn("the sandboxes' cgroup parent keeps its memory limit", "budget_mib", s.MemoryBudget>>20, "err", err)
+			}
+		}
+		if applied {
+			g.Memory = mb.MemoryInUse
+			g.Reclaim = func(need int64) { e.pool.reclaim(need) }
+		} else {
+			e.log.Warn("no memory budget: this backend cannot measure its sandboxes' memory together", "backend", e.backend.Name())
+		}
+	}
+	if s.CPUThreshold > 0 {
+		e.cpu = admission.NewSampler(0, 0)
+		g.CPU, g.CPUKind = e.cpu, e.cpu.Kind()
+	}
+	return g
 }
 
 // Close releases what the engine holds for its lifetime: the network policy
@@ -86,6 +119,10 @@ func New(cfg Config, store *images.Store, backend sandbox.Backend) (*Engine, err
 func (e *Engine) Close() error {
 	e.pool.close()
 	e.background.Wait()
+	e.adm.Close()
+	if e.cpu != nil {
+		e.cpu.Close()
+	}
 	var errs []error
 	if e.cfg.Network != nil {
 		errs = append(errs, e.cfg.Network.Close())
@@ -109,8 +146,14 @@ func (e *Engine) PoolStats() map[string]int { return e.pool.stats() }
 // the backend cannot tell.
 func (e *Engine) PoolMemory() map[string]int64 { return e.pool.memory() }
 
-// Capacity is how many sandboxes may run at once.
-func (e *Engine) Capacity() int { return cap(e.slots) }
+// Capacity is the upper bound on calls running at once (the operator's,
+// else admission.HardCapacity); admission usually stops well below it.
+func (e *Engine) Capacity() int { return e.adm.Settings().Capacity }
+
+// Admission reports how admission stands now: what it measures, what it
+// would admit, what it refused (as Describe's Info.Admission, cheaply, for
+// metrics).
+func (e *Engine) Admission() execapi.AdmissionInfo { return e.adm.Info() }
 
 // Backend is the isolation backend in use.
 func (e *Engine) Backend() sandbox.Backend { return e.backend }
@@ -132,21 +175,29 @@ func (e *Engine) Exec(ctx context.Context, req execapi.Request, events execapi.E
 }
 
 // ExecChecked implements execapi.CheckedExecutor. A runtime this engine does
-// not have is a *execapi.Refusal (RefusedUnknownRuntime). A call waits for a
-// free slot as long as its context lets it: a front end that bounds the
-// wait refuses the call itself (httpapi's admission).
+// not have is a *execapi.Refusal (RefusedUnknownRuntime), before the call
+// waits for anything. The call then goes through admission (Config.Admission):
+// it starts when the machine has room for it, or waits in the fair queue
+// for the caller (execapi.CallerFrom), and is refused with a
+// *execapi.Refusal when it waited in vain.
 func (e *Engine) ExecChecked(ctx context.Context, checked execapi.Checked, events execapi.EventSink) (execapi.Result, error) {
-	admitted := time.Now()
+	received := time.Now()
 	resolved, err := e.store.Resolve(checked.Runtime)
 	if err != nil {
 		return execapi.Result{}, &execapi.Refusal{Reason: execapi.RefusedUnknownRuntime, Field: "runtime", Detail: err.Error()}
 	}
-	select {
-	case e.slots <- struct{}{}:
-	case <-ctx.Done():
-		return execapi.Result{}, fmt.Errorf("waiting for a sandbox slot: %w", ctx.Err())
+	ticket, err := e.adm.Acquire(ctx, execapi.CallerFrom(ctx), checked.Timeout)
+	if err != nil {
+		var refusal *execapi.Refusal
+		if errors.As(err, &refusal) {
+			return execapi.Result{}, err
+		}
+		return execapi.Result{}, fmt.Errorf("waiting for room to start a sandbox: %w", err)
 	}
-	defer func() { <-e.slots }()
+	// Released on every way out: a result, an error, a cancelled call.
+	admitted := time.Now()
+	ran := time.Duration(0)
+	defer func() { ticket.Release(ran) }()
 
 	var emitMu sync.Mutex
 	emit := func(kind execapi.EventKind, data []byte) {
@@ -155,12 +206,17 @@ func (e *Engine) ExecChecked(ctx context.Context, checked execapi.Checked, event
 		}
 		emitMu.Lock()
 		defer emitMu.Unlock()
-		events(execapi.Event{Kind: kind, Data: data, Elapsed: time.Since(admitted)})
+		events(execapi.Event{Kind: kind, Data: data, Elapsed: time.Since(received)})
 	}
-	return e.run(ctx, checked, resolved, emit)
+	emit(execapi.EventAdmitted, nil)
+	res, err := e.run(ctx, checked, resolved, ticket, emit)
+	if err == nil {
+		ran = time.Since(admitted)
+	}
+	return res, err
 }
 
-func (e *Engine) run(ctx context.Context, c execapi.Checked, rt images.Resolved, emit func(execapi.EventKind, []byte)) (execapi.Result, error) {
+func (e *Engine) run(ctx context.Context, c execapi.Checked, rt images.Resolved, ticket *admission.Ticket, emit func(execapi.EventKind, []byte)) (execapi.Result, error) {
 	memory := int64(c.MemoryMB) << 20
 	key := poolKey{runtime: rt.Runtime.Name, network: c.Network, variant: warmVariant(rt.Runtime, c.Code)}
 	l := e.pool.take(key)
@@ -171,6 +227,13 @@ func (e *Engine) run(ctx context.Context, c execapi.Checked, rt images.Resolved,
 			return execapi.Result{}, err
 		}
 	}
+	// From here the sandbox exists: the gauges see it once it has run a
+	// moment, and its own CPU count says whether it computes.
+	var meter func() (time.Duration, bool)
+	if m, ok := l.sb.(sandbox.CPUMeter); ok {
+		meter = m.CPUDemand
+	}
+	ticket.Started(meter)
 	emit(execapi.EventStarted, nil)
 	stdout := &cappedOutput{limit: e.cfg.OutputLimitBytes, kind: execapi.EventStdout, emit: emit}
 	stderr := &cappedOutput{limit: e.cfg.OutputLimitBytes, kind: execapi.EventStderr, emit: emit}
@@ -352,14 +415,15 @@ func (e *Engine) result(c execapi.Checked, o sandbox.Outcome, t sandbox.Teardown
 		StatePurged: t.Purged,
 		Files:       map[string]string{},
 		Facts: execapi.Facts{
-			Alias:           alias,
-			TimeoutMS:       c.Timeout.Milliseconds(),
-			MemoryMB:        c.MemoryMB,
-			TimedOut:        o.TimedOut,
-			MemoryLimitHit:  o.OOMKilled,
-			ProcessLimit:    e.cfg.MaxPids,
-			ProcessLimitHit: o.PidsLimitHit,
-			ForkFailures:    o.ForkFailures,
+			Alias:            alias,
+			TimeoutMS:        c.Timeout.Milliseconds(),
+			MemoryMB:         c.MemoryMB,
+			TimedOut:         o.TimedOut,
+			MemoryLimitHit:   o.OOMKilled,
+			MachineMemoryHit: o.MachineOOMKilled,
+			ProcessLimit:     e.cfg.MaxPids,
+			ProcessLimitHit:  o.PidsLimitHit,
+			ForkFailures:     o.ForkFailures,
 		},
 	}
 	if o.TimedOut {

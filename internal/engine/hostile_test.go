@@ -179,7 +179,7 @@ func TestHostileGigabyteOfOutput(t *testing.T) {
 // Runs at the maximum timeout under full load all end at their timeout, and
 // nothing outlives them.
 func TestHostileMaxTimeoutUnderFullLoad(t *testing.T) {
-	forEachBackend(t, func(c *Config) { c.MaxConcurrent = 4 }, func(t *testing.T, e *Engine) {
+	forEachBackend(t, func(c *Config) { c.Admission.Capacity = 4 }, func(t *testing.T, e *Engine) {
 		var wg sync.WaitGroup
 		start := time.Now()
 		for i := 0; i < 4; i++ {

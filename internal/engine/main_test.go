@@ -29,6 +29,10 @@ var (
 	// allLevels is the tests' table of isolation levels (levels.Table).
 	allLevels = levels.All(env)
 	nsLevel   = allLevels[0]
+	// budgetLevel is the namespaces level again, under a cgroup parent of
+	// its own: the test that gives the parent a small memory budget must
+	// not shrink the one every other test's sandboxes live under.
+	budgetLevel = env.Level("namespaces-budget", levels.Namespaces)
 
 	testStateDir     = nsLevel.StateDir
 	testCgroupParent = nsLevel.CgroupParent

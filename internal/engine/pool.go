@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"strings"
@@ -18,10 +19,14 @@ type PoolConfig struct {
 	// Floor is how many sandboxes each warm runtime keeps ready even when
 	// idle; 0 disables the pool.
 	Floor int
-	// Max caps the ready sandboxes of one runtime.
+	// Max caps the ready sandboxes of one runtime (0: no cap beyond the
+	// memory budgets).
 	Max int
 	// MemoryBudgetBytes caps the memory all ready sandboxes use together
-	// (measured from their cgroups).
+	// (measured from their cgroups), within the engine's admission
+	// budget, which bounds them too: a warm sandbox is built only while
+	// a call's floor still fits beside it and no call waits, and idle
+	// ones are released when a call would otherwise wait for memory.
 	MemoryBudgetBytes int64
 	// IdleAfter is how long without demand before a runtime shrinks back to
 	// Floor.
@@ -40,9 +45,11 @@ type PoolConfig struct {
 }
 
 // DefaultPoolConfig keeps one of each runtime ready, grows with concurrent
-// demand up to 4 each, within 2 GiB, and shrinks after a minute idle.
+// demand (a burst of a hundred calls leaves a hundred warm sandboxes for
+// the next one), within 2 GiB and the admission budget, and shrinks after
+// a minute idle.
 func DefaultPoolConfig() PoolConfig {
-	return PoolConfig{Floor: 1, Max: 4, MemoryBudgetBytes: 2 << 30, IdleAfter: time.Minute, MaxAge: 10 * time.Minute,
+	return PoolConfig{Floor: 1, MemoryBudgetBytes: 2 << 30, IdleAfter: time.Minute, MaxAge: 10 * time.Minute,
 		Networks: []string{"none"}}
 }
 
@@ -106,6 +113,8 @@ type keyState struct {
 	ready    []readySandbox
 	creating int
 	inFlight int
+	// size is what a ready sandbox of this key last measured.
+	size int64
 	// peak is the most runs of this key in flight at once since lastBusy.
 	peak     int
 	lastBusy time.Time
@@ -131,7 +140,7 @@ func newPool(e *Engine, cfg PoolConfig) *pool {
 		close(p.done)
 		return p
 	}
-	if cfg.Max < cfg.Floor {
+	if cfg.Max > 0 && cfg.Max < cfg.Floor {
 		p.cfg.Max = cfg.Floor
 	}
 	for _, rt := range e.store.Installed() {
@@ -221,7 +230,11 @@ func (p *pool) target(st *keyState, now time.Time) int {
 	if now.Sub(st.lastBusy) > p.cfg.IdleAfter {
 		st.peak = st.inFlight
 	}
-	return min(p.cfg.Max, max(p.cfg.Floor, st.peak))
+	n := max(p.cfg.Floor, st.peak)
+	if p.cfg.Max > 0 {
+		n = min(n, p.cfg.Max)
+	}
+	return n
 }
 
 // usage is the memory of all ready sandboxes.
@@ -294,6 +307,11 @@ func (p *pool) next() (poolKey, bool) {
 	if p.cfg.MemoryBudgetBytes > 0 && p.usage() >= p.cfg.MemoryBudgetBytes {
 		return poolKey{}, false
 	}
+	// Within the machine's budget, beside a call's floor, and never while
+	// calls wait for room.
+	if !p.e.adm.RoomFor(p.keys[best].size) {
+		return poolKey{}, false
+	}
 	p.keys[best].creating++
 	return best, true
 }
@@ -318,6 +336,7 @@ func (p *pool) build(key poolKey) {
 		return
 	}
 	st.ready = append(st.ready, readySandbox{l: l, since: time.Now()})
+	st.size = l.usage
 	p.mu.Unlock()
 }
 
@@ -358,6 +377,45 @@ func (p *pool) trim() {
 	for _, l := range drop {
 		p.e.release(l)
 	}
+}
+
+// reclaim destroys idle ready sandboxes, the largest first, until about
+// need bytes (by their cgroups' usage) are freed or none is left: a call
+// waiting for memory comes before sandboxes kept for calls to come. It
+// returns what they used.
+func (p *pool) reclaim(need int64) int64 {
+	p.mu.Lock()
+	type candidate struct {
+		st *keyState
+		l  *leased
+	}
+	var all []candidate
+	for _, st := range p.keys {
+		for _, r := range st.ready {
+			r.l.measure()
+			all = append(all, candidate{st, r.l})
+		}
+	}
+	slices.SortFunc(all, func(a, b candidate) int { return cmp.Compare(b.l.usage, a.l.usage) })
+	var freed int64
+	var drop []*leased
+	for _, c := range all {
+		if freed >= need {
+			break
+		}
+		c.st.ready = slices.DeleteFunc(c.st.ready, func(r readySandbox) bool { return r.l == c.l })
+		drop = append(drop, c.l)
+		freed += c.l.usage
+	}
+	p.mu.Unlock()
+	// Destroyed before returning, so that the memory gauge sees it gone.
+	for _, l := range drop {
+		p.e.release(l)
+	}
+	if len(drop) > 0 {
+		p.e.log.Info("released idle warm sandboxes for calls waiting for memory", "count", len(drop), "freed_mib", freed>>20)
+	}
+	return freed
 }
 
 // measure records the sandbox's current memory use (0 when the backend

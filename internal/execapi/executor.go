@@ -34,9 +34,13 @@ type EventKind string
 
 // Event kinds, in the order a run emits them.
 const (
-	EventStarted EventKind = "started"
-	EventStdout  EventKind = "stdout"
-	EventStderr  EventKind = "stderr"
+	// EventAdmitted says the executor's admission let the call in: a
+	// sandbox is being made ready for it now. Elapsed is how long it
+	// waited for room. An executor without admission does not send it.
+	EventAdmitted EventKind = "admitted"
+	EventStarted  EventKind = "started"
+	EventStdout   EventKind = "stdout"
+	EventStderr   EventKind = "stderr"
 	// EventSubmitted says the request went to a remote server, which
 	// reports nothing more until the result: whether its sandbox has
 	// started, or the code runs, is not known here.
@@ -49,7 +53,7 @@ type Event struct {
 	// Data is a chunk of output for EventStdout/EventStderr, already counted
 	// against the output cap (chunks past the cap are not sent).
 	Data []byte
-	// Elapsed is the time since the run was admitted.
+	// Elapsed is the time since the executor got the call.
 	Elapsed time.Duration
 }
 

@@ -36,6 +36,56 @@ type Info struct {
 	// "processes", "cpu"; empty when all are): an ordinary user without a
 	// delegated cgroup, say. Every result's note says so too.
 	UnenforcedLimits []string `json:"unenforced_limits"`
+	// Admission says how the executor decides whether a call may start
+	// now, as it stood when it described itself; nil from an executor
+	// that has no admission of its own (a fake, an older server).
+	Admission *AdmissionInfo `json:"admission,omitempty"`
+}
+
+// AdmissionInfo is an executor's admission at one moment: what it measured,
+// what it holds to, and what it refused. A call starts while the calls
+// running are below Capacity, the memory reserved plus one more call's
+// floor fits MemoryBudgetBytes, the CPUs are not saturated (CPUPressure
+// below CPUThreshold, and few enough calls computing) and not too many
+// calls are starting at once; otherwise it waits (up to QueueWaitMS,
+// behind at most MaxQueue others) and is then refused.
+type AdmissionInfo struct {
+	// Running counts the calls admitted and not yet ended; Starting those
+	// of them whose sandbox the gauges cannot see yet; CPUBound those seen
+	// computing (their sandboxes demand a CPU); Waiting the calls queued
+	// for room.
+	Running  int `json:"running"`
+	Starting int `json:"starting"`
+	CPUBound int `json:"cpu_bound"`
+	Waiting  int `json:"waiting"`
+	// Free is how many more calls it would admit now, as the gauges
+	// stand: what a worker of a cluster publishes as its free sandboxes.
+	Free int `json:"free"`
+	// Capacity is the upper bound on calls running at once (the
+	// operator's, else a safety maximum), whatever the gauges say.
+	Capacity int `json:"capacity"`
+	// MaxQueue bounds the calls waiting; QueueWaitMS how long each waits
+	// (0: as long as the caller does).
+	MaxQueue    int   `json:"max_queue"`
+	QueueWaitMS int64 `json:"queue_wait_ms"`
+	// MemoryBudgetBytes is the memory all sandboxes may use together (0:
+	// no memory condition); MemoryUsedBytes what they use now, measured;
+	// MemoryReservedBytes that plus CallFloorBytes for each call whose
+	// sandbox is not measured yet.
+	MemoryBudgetBytes   int64 `json:"memory_budget_bytes"`
+	MemoryUsedBytes     int64 `json:"memory_used_bytes"`
+	MemoryReservedBytes int64 `json:"memory_reserved_bytes"`
+	CallFloorBytes      int64 `json:"call_floor_bytes"`
+	// CPUPressure is the share of the last short window in which some
+	// runnable task waited for a CPU (0 to 1), from CPUGauge ("psi":
+	// /proc/pressure/cpu; "run_queue": /proc/loadavg's running count);
+	// CPUThreshold is where admission stops (0: no CPU condition).
+	CPUPressure  float64 `json:"cpu_pressure"`
+	CPUThreshold float64 `json:"cpu_threshold"`
+	CPUGauge     string  `json:"cpu_gauge"`
+	// Rejections counts the calls refused since start, by reason (the
+	// reasons of execapi.AdmissionRefusals, every one present).
+	Rejections map[RefusalReason]int64 `json:"rejections"`
 }
 
 // Service is an Executor that can also describe itself. The local engine and

@@ -25,6 +25,11 @@ const (
 	// OutcomeMemoryLimit is a program the kernel killed at the memory limit
 	// (exit code 137).
 	OutcomeMemoryLimit Outcome = "memory_limit"
+	// OutcomeMachineMemory is a program the kernel killed, within its own
+	// memory limit, because the sandboxes together had used up the memory
+	// the machine gives them (exit code 137): the machine was
+	// over-committed, and a retry may succeed.
+	OutcomeMachineMemory Outcome = "machine_memory"
 )
 
 // OutcomeOf classifies a run by its exit code and facts. A process killed
@@ -39,6 +44,8 @@ func OutcomeOf(exitCode int, f Facts) Outcome {
 		return OutcomeSuccess
 	case f.MemoryLimitHit && exitCode == ExitKilled:
 		return OutcomeMemoryLimit
+	case f.MachineMemoryHit && exitCode == ExitKilled:
+		return OutcomeMachineMemory
 	default:
 		return OutcomeNonzeroExit
 	}
@@ -55,6 +62,12 @@ type Facts struct {
 	// MemoryLimitHit says the kernel killed a process of the run (the
 	// program or a child of it) at the memory limit.
 	MemoryLimitHit bool `json:"memory_limit_hit"`
+	// MachineMemoryHit says the kernel killed a process of the run within
+	// its own memory limit, because all sandboxes together had used up the
+	// memory the machine gives them (the executor's budget): memory_mb
+	// holds as a ceiling, but is only guaranteed while the machine is not
+	// over-committed.
+	MachineMemoryHit bool `json:"machine_memory_hit"`
 	// ProcessLimit caps processes and threads; ProcessLimitHit says it
 	// refused a fork or clone, ForkFailures how many (0 when the sandbox
 	// cannot count them).
@@ -151,6 +164,9 @@ func (f Facts) sentences(exitCode int) []string {
 		out = append(out, fmt.Sprintf("The program was killed at the %d ms timeout (exit code %d)", f.TimeoutMS, ExitTimeout))
 	case f.MemoryLimitHit:
 		out = append(out, fmt.Sprintf("The memory limit of %d MB was hit and the kernel killed the program (exit code %d)", f.MemoryMB, exitCode))
+	case f.MachineMemoryHit:
+		out = append(out, fmt.Sprintf("The machine ran out of the memory it gives sandboxes and the kernel killed the program (exit code %d) "+
+			"although it was within its own memory limit of %d MB; this was not the program's fault, and a retry may succeed", exitCode, f.MemoryMB))
 	}
 	if f.ProcessLimitHit {
 		s := fmt.Sprintf("The process limit of %d was hit", f.ProcessLimit)

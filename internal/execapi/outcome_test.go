@@ -23,6 +23,9 @@ func TestOutcomeOf(t *testing.T) {
 		{ExitTimeout, Facts{TimedOut: true, MemoryLimitHit: true}, OutcomeTimeout},
 		{ExitKilled, Facts{}, OutcomeNonzeroExit},
 		{ExitKilled, Facts{MemoryLimitHit: true}, OutcomeMemoryLimit},
+		{ExitKilled, Facts{MachineMemoryHit: true}, OutcomeMachineMemory},
+		{0, Facts{MachineMemoryHit: true}, OutcomeSuccess},
+		{1, Facts{MachineMemoryHit: true}, OutcomeNonzeroExit},
 		{0, Facts{MemoryLimitHit: true}, OutcomeSuccess},
 		{1, Facts{MemoryLimitHit: true}, OutcomeNonzeroExit},
 		{0, Facts{ProcessLimitHit: true}, OutcomeSuccess},
@@ -62,6 +65,12 @@ func TestFinishWritesTheNoteFromTheFacts(t *testing.T) {
 	oom.Finish()
 	if oom.Note != "The memory limit of 64 MB was hit and the kernel killed the program (exit code 137)." || oom.Outcome != OutcomeMemoryLimit {
 		t.Errorf("memory limit: %q %q", oom.Note, oom.Outcome)
+	}
+	machine := Result{ExitCode: ExitKilled, StatePurged: true, Facts: Facts{MemoryMB: 256, MachineMemoryHit: true}}
+	machine.Finish()
+	if machine.Outcome != OutcomeMachineMemory || !strings.HasPrefix(machine.Note, "The machine ran out of the memory it gives sandboxes") ||
+		!strings.Contains(machine.Note, "own memory limit of 256 MB") || strings.Contains(machine.Note, "limit of 256 MB was hit") {
+		t.Errorf("the machine's memory: %q %q", machine.Note, machine.Outcome)
 	}
 	quiet := Result{StatePurged: true}
 	quiet.Finish()

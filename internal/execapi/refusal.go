@@ -14,10 +14,19 @@ type RefusalReason string
 // Reasons of a Refusal. They are also the reason labels of the server's
 // rejection metric, and what its error documents carry as "reason".
 const (
-	// RefusedAtCapacity: every sandbox slot was busy and none freed in time.
+	// RefusedAtCapacity: the executor's upper bound on calls running at
+	// once (an operator's --capacity) was reached and no call ended within
+	// the queue wait.
 	RefusedAtCapacity RefusalReason = "at_capacity"
-	// RefusedQueueFull: every slot was busy and the queue for them full.
+	// RefusedQueueFull: the call could not start at once and the queue of
+	// calls waiting for room was full.
 	RefusedQueueFull RefusalReason = "queue_full"
+	// RefusedMemory: the memory the machine gives sandboxes was in use,
+	// and not enough of it was freed within the queue wait.
+	RefusedMemory RefusalReason = "memory"
+	// RefusedCPU: the machine's CPUs stayed saturated (or busy starting
+	// the sandboxes already admitted) for the whole queue wait.
+	RefusedCPU RefusalReason = "cpu"
 	// RefusedKeyRate: the caller's API key used up its runs per minute.
 	RefusedKeyRate RefusalReason = "key_rate"
 	// RefusedKeyConcurrency: the caller's API key has its maximum in flight.
@@ -28,6 +37,11 @@ const (
 	// "runtime"); another one might.
 	RefusedUnknownRuntime RefusalReason = "unknown_runtime"
 )
+
+// AdmissionRefusals are the reasons an executor's admission refuses a call
+// for (it had no room for it), as against a key's limits, draining or the
+// request itself: what Info's AdmissionInfo counts.
+var AdmissionRefusals = []RefusalReason{RefusedAtCapacity, RefusedQueueFull, RefusedMemory, RefusedCPU}
 
 // Error codes of refusals, shared by every front end (HTTP error documents,
 // the CLI's --request errors).
@@ -69,7 +83,11 @@ func (r *Refusal) Error() string {
 	case RefusedAtCapacity:
 		return "at capacity: every sandbox slot is busy. " + r.retry()
 	case RefusedQueueFull:
-		return "at capacity: every sandbox slot is busy and the queue is full. " + r.retry()
+		return "at capacity: no sandbox can start now and the queue of calls waiting for one is full. " + r.retry()
+	case RefusedMemory:
+		return "at capacity: the memory this machine gives sandboxes is in use and none was freed within the queue wait. " + r.retry()
+	case RefusedCPU:
+		return "at capacity: this machine's CPUs are saturated and did not free up within the queue wait. " + r.retry()
 	case RefusedKeyRate:
 		return fmt.Sprintf("this API key's limit of %d runs per minute is used up. %s", r.Limit, r.retry())
 	case RefusedKeyConcurrency:
@@ -109,7 +127,7 @@ func (r *Refusal) Unwrap() error {
 		return ErrDraining
 	case RefusedUnknownRuntime:
 		return &ValidationError{Field: r.Field, Message: r.Detail}
-	case RefusedAtCapacity, RefusedQueueFull, RefusedKeyRate, RefusedKeyConcurrency:
+	case RefusedAtCapacity, RefusedQueueFull, RefusedMemory, RefusedCPU, RefusedKeyRate, RefusedKeyConcurrency:
 		return ErrAtCapacity
 	}
 	if r.Field != "" {
@@ -121,7 +139,7 @@ func (r *Refusal) Unwrap() error {
 // Code is the API error code the refusal is answered with.
 func (r *Refusal) Code() string {
 	switch r.Reason {
-	case RefusedAtCapacity, RefusedQueueFull:
+	case RefusedAtCapacity, RefusedQueueFull, RefusedMemory, RefusedCPU:
 		return CodeAtCapacity
 	case RefusedKeyRate:
 		return CodeRateLimited

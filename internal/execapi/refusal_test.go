@@ -15,6 +15,8 @@ func allRefusals() []*Refusal {
 	return []*Refusal{
 		{Reason: RefusedAtCapacity, RetryAfter: 3 * time.Second},
 		{Reason: RefusedQueueFull, RetryAfter: 1500 * time.Millisecond},
+		{Reason: RefusedMemory, RetryAfter: 4 * time.Second},
+		{Reason: RefusedCPU, RetryAfter: 2 * time.Second},
 		{Reason: RefusedKeyRate, RetryAfter: 30 * time.Second, Limit: 2},
 		{Reason: RefusedKeyConcurrency, RetryAfter: time.Second, Limit: 4},
 		{Reason: RefusedDraining},
@@ -46,6 +48,12 @@ func TestRefusalWordsAndUnwraps(t *testing.T) {
 			if !strings.HasSuffix(msg, want) {
 				t.Errorf("%s: %q does not end with %q", r.Reason, msg, want)
 			}
+		}
+	}
+	for reason, words := range map[RefusalReason]string{RefusedMemory: "memory this machine gives sandboxes", RefusedCPU: "CPUs are saturated"} {
+		r := &Refusal{Reason: reason, RetryAfter: time.Second}
+		if !strings.Contains(r.Error(), words) || r.Code() != CodeAtCapacity {
+			t.Errorf("%s: %q, code %q", reason, r.Error(), r.Code())
 		}
 	}
 	if got := (&Refusal{Reason: RefusedKeyRate, RetryAfter: 29100 * time.Millisecond, Limit: 2}).Error(); got !=

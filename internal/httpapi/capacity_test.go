@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scratchrun/scratchrun/internal/engine"
 	"github.com/scratchrun/scratchrun/internal/execapi"
 )
 
@@ -29,7 +30,8 @@ func retryAfter(t *testing.T, a answer) int {
 // A burst larger than capacity: every request is answered, with success or
 // 429 and an honest Retry-After; no more run at once than there are slots.
 func TestBurstBeyondCapacity(t *testing.T) {
-	ts := startServer(t, serverOptions{capacity: 2, queueWait: 300 * time.Millisecond, fake: scripted()})
+	sb, _ := scriptedBackend()
+	ts := startServer(t, serverOptions{capacity: 2, queueWait: 300 * time.Millisecond, backend: sb})
 	_, key := ts.key("burst", 1000, 100)
 	const n = 12
 	answers := make([]answer, n)
@@ -87,7 +89,7 @@ func TestBurstBeyondCapacity(t *testing.T) {
 	if peak > 2 {
 		t.Errorf("%v sandboxes in use at once with capacity 2", peak)
 	}
-	if c := len(ts.fake.Ran()); c != ok {
+	if c := ts.backend.Runs(); c != ok {
 		t.Errorf("%d runs for %d successful requests: rejected work reached the engine", c, ok)
 	}
 	if got := ts.metric(`scratchrun_rejections_total{reason="at_capacity"}`) + ts.metric(`scratchrun_rejections_total{reason="queue_full"}`); int(got) != rejected {
@@ -100,7 +102,8 @@ func TestBurstBeyondCapacity(t *testing.T) {
 
 // With a queue, waiting requests get the next free slot instead of a 429.
 func TestQueueWaitAdmitsWhenASlotFrees(t *testing.T) {
-	ts := startServer(t, serverOptions{capacity: 1, queueWait: 20 * time.Second, fake: scripted()})
+	sb, _ := scriptedBackend()
+	ts := startServer(t, serverOptions{capacity: 1, queueWait: 20 * time.Second, backend: sb})
 	_, key := ts.key("q", 1000, 10)
 	var wg sync.WaitGroup
 	statuses := make([]int, 3)
@@ -121,7 +124,8 @@ func TestQueueWaitAdmitsWhenASlotFrees(t *testing.T) {
 
 // A full queue turns requests away at once rather than letting them wait.
 func TestQueueFull(t *testing.T) {
-	ts := startServer(t, serverOptions{capacity: 1, queueWait: 20 * time.Second, maxQueue: 1, fake: scripted()})
+	sb, _ := scriptedBackend()
+	ts := startServer(t, serverOptions{capacity: 1, queueWait: 20 * time.Second, maxQueue: 1, backend: sb})
 	_, key := ts.key("q", 1000, 10)
 	results := make(chan answer, 2)
 	go func() { results <- ts.post(key, sleepBody("1.5")) }()
@@ -185,7 +189,7 @@ func TestKeyRateLimit(t *testing.T) {
 // A key over its concurrency gets 429 concurrency_limited while its own run
 // is in flight; another key still runs.
 func TestKeyConcurrencyLimit(t *testing.T) {
-	ts := startServer(t, serverOptions{capacity: 3, queueWait: 10 * time.Second, fake: scripted()})
+	ts := startServer(t, serverOptions{fake: scripted()})
 	_, single := ts.key("single", 100, 1)
 	_, other := ts.key("other", 100, 4)
 	first := make(chan answer, 1)
@@ -212,7 +216,8 @@ func TestKeyConcurrencyLimit(t *testing.T) {
 // One key flooding the queue does not starve another: the other key's
 // request is served in the next round, not after the whole flood.
 func TestFairnessAcrossKeys(t *testing.T) {
-	ts := startServer(t, serverOptions{capacity: 1, queueWait: 60 * time.Second, maxQueue: 20, fake: scripted()})
+	sb, _ := scriptedBackend()
+	ts := startServer(t, serverOptions{capacity: 1, queueWait: 60 * time.Second, maxQueue: 20, backend: sb})
 	_, flood := ts.key("flood", 1000, 20)
 	_, polite := ts.key("polite", 1000, 20)
 	var mu sync.Mutex
@@ -250,5 +255,38 @@ func TestFairnessAcrossKeys(t *testing.T) {
 	// Served round-robin: flood's running request, flood's next, then polite.
 	if pos < 0 || pos > 2 {
 		t.Errorf("polite finished at position %d of %d behind a flood", pos, len(order))
+	}
+}
+
+// Calls beyond the engine's memory budget wait and then get 429 with
+// reason memory and Retry-After, in the API's error document, and the
+// refusal is counted by its reason; the MCP tool says the same words.
+func TestMemoryBudgetAnswers429(t *testing.T) {
+	sb, release := scriptedBackend()
+	defer release()
+	sb.Steps[0].Memory = 80 << 20 // what each sandbox uses
+	ts := startServerWith(t, serverOptions{capacity: 10, queueWait: 300 * time.Millisecond, backend: sb}, func(c *engine.Config) {
+		c.Admission.MemoryBudget, c.Admission.CallFloor = 100<<20, 30<<20
+	})
+	held := make(chan answer, 1)
+	go func() { held <- ts.post("", holdBody) }()
+	waitFor(t, "the first run", func() bool { return ts.metric("scratchrun_sandboxes_in_use") == 1 })
+	a := ts.post("", quickBody)
+	words := refusedAs(t, a, http.StatusTooManyRequests, execapi.RefusedMemory, 0)
+	if e := a.errorBody(t); e.Code != execapi.CodeAtCapacity || retryAfter(t, a) < 1 || !strings.Contains(words, "memory") {
+		t.Errorf("refused for memory: %+v", e)
+	}
+	if got := ts.metric(`scratchrun_rejections_total{reason="memory"}`); got != 1 {
+		t.Errorf("memory rejections counted %v", got)
+	}
+	if used, budget := ts.metric("scratchrun_admission_memory_used_bytes"), ts.metric("scratchrun_admission_memory_budget_bytes"); used != 80<<20 || budget != 100<<20 {
+		t.Errorf("metrics: %v used of %v", used, budget)
+	}
+	release()
+	if r := <-held; r.status != http.StatusOK {
+		t.Errorf("the held run: %d %s", r.status, r.body)
+	}
+	if a := ts.post("", quickBody); a.status != http.StatusOK {
+		t.Errorf("after the memory freed: %d %s", a.status, a.body)
 	}
 }

@@ -2,10 +2,11 @@ package httpapi
 
 import (
 	"net/http"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/scratchrun/scratchrun/internal/execapi"
 )
 
 // ConsoleCaller is the caller of the runs the web console's playground
@@ -24,17 +25,15 @@ func consoleOff() http.Handler {
 }
 
 // Live is what the server is doing at one moment, read from the same
-// sources as its /metrics (scratchrun_sandboxes_in_use, _queue_depth,
-// _capacity, _draining, _pool_size and _rejections_total), for the console.
+// sources as its /metrics (the admission collector, scratchrun_draining,
+// _pool_size and _rejections_total), for the console.
 type Live struct {
-	// InUse counts the sandbox slots held by runs; Queued the requests
-	// waiting for one, up to MaxQueue, each for at most QueueWait (0: a
-	// request that finds no free slot is refused at once).
-	InUse     int
-	Queued    int
-	Capacity  int
-	MaxQueue  int
-	QueueWait time.Duration
+	// InGate counts the calls in the gate: waiting for admission or
+	// running.
+	InGate int
+	// Admission is how the service's admission stands (nil when the service
+	// has none of its own, a remote one).
+	Admission *execapi.AdmissionInfo
 	Draining  bool
 	// Pools counts the warm sandboxes ready per "runtime/network[/variant]"
 	// (nil when the service keeps no pool).
@@ -46,11 +45,10 @@ type Live struct {
 
 // Live reports what the server is doing now.
 func (s *Server) Live() Live {
-	queued, inUse := s.gate.adm.snapshot()
-	l := Live{
-		InUse: inUse, Queued: queued, Capacity: s.cfg.Capacity, MaxQueue: s.cfg.MaxQueue,
-		QueueWait: max(s.cfg.QueueWait, 0), Draining: s.drain.isDraining(),
-		Rejections: counterValues(s.m.rejections, "reason"),
+	l := Live{InGate: s.gate.calls.count(), Draining: s.drain.isDraining(), Rejections: counterValues(s.m.rejections, "reason")}
+	if r, ok := s.cfg.Service.(admissionReporter); ok {
+		info := r.Admission()
+		l.Admission = &info
 	}
 	if ps, ok := s.cfg.Service.(poolStatser); ok {
 		l.Pools = ps.PoolStats()

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/scratchrun/scratchrun/internal/execapi"
 	"github.com/scratchrun/scratchrun/internal/store"
@@ -100,30 +101,32 @@ func TestRefusalsRecordedPerKey(t *testing.T) {
 	}
 }
 
-// Live reports the slots in use, the queue and the refusals as /metrics
-// does.
+// Live reports the engine's admission (calls running and queued), the calls
+// in the gate and the refusals as /metrics does.
 func TestLiveFigures(t *testing.T) {
-	ts := startServer(t, serverOptions{fake: scripted(), capacity: 1, maxQueue: 1, queueWait: 60e9})
+	sb, release := scriptedBackend()
+	ts := startServer(t, serverOptions{capacity: 1, maxQueue: 1, queueWait: time.Minute, backend: sb})
 	var wg sync.WaitGroup
 	for range 2 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ts.post("", `{"runtime":"bash","code":"sleep 1"}`)
+			ts.post("", `{"runtime":"bash","code":"hold"}`)
 		}()
 	}
 	waitFor(t, "one run and one queued", func() bool {
 		l := ts.srv.Live()
-		return l.InUse == 1 && l.Queued == 1
+		return l.Admission != nil && l.Admission.Running == 1 && l.Admission.Waiting == 1 && l.InGate == 2
 	})
 	// The queue is full: the third is refused.
 	if a := ts.post("", `{"runtime":"bash","code":"true"}`); a.status != http.StatusTooManyRequests {
 		t.Errorf("third call: %d", a.status)
 	}
+	release()
 	wg.Wait()
 	l := ts.srv.Live()
-	if l.InUse != 0 || l.Queued != 0 || l.Capacity != 1 || l.MaxQueue != 1 || l.Draining {
-		t.Errorf("Live after the runs: %+v", l)
+	if a := l.Admission; a == nil || a.Running != 0 || a.Waiting != 0 || a.Capacity != 1 || a.MaxQueue != 1 || l.InGate != 0 || l.Draining {
+		t.Errorf("Live after the runs: %+v %+v", l, l.Admission)
 	}
 	if l.Rejections[string(execapi.RefusedQueueFull)] != 1 || float64(l.Rejections[string(execapi.RefusedQueueFull)]) != ts.metric(`scratchrun_rejections_total{reason="queue_full"}`) {
 		t.Errorf("rejections %v; /metrics says %v queue_full", l.Rejections, ts.metric(`scratchrun_rejections_total{reason="queue_full"}`))

@@ -3,10 +3,11 @@
 // The server (New, Server.Serve) speaks the contract of package execapi over
 // HTTP: POST /v1/exec, GET /v1/runtimes, /healthz, /readyz and /metrics, with
 // bearer API keys from package store, per-key rate and concurrency limits
-// (kept in the key store, so that servers sharing it hold them together), a
-// bounded fair queue in front of the engine's sandbox slots, honest
-// Retry-After answers, usage accounting and graceful draining. The MCP front
-// end is mounted at /mcp behind the same keys and the same admission. Every
+// (kept in the key store, so that servers sharing it hold them together),
+// the engine's refusals (its admission decides when a call may start)
+// rendered with honest Retry-After answers, usage accounting and graceful
+// draining. The MCP front end is mounted at /mcp behind the same keys and
+// limits. Every
 // connection is bounded in time and number (NewBoundedServer, shared with
 // `scratchrun mcp --http`), and every route refuses what a web page could
 // send (GuardOrigin).
@@ -19,6 +20,6 @@
 //
 // This package must never run code itself (it holds an execapi.Service), never
 // let a request that failed decoding or validation reach that service, never
-// accept more work than there are sandbox slots for, and never log or echo an
-// API key or a request's env values.
+// let a key exceed its limits, and never log or echo an API key or a
+// request's env values.
 package httpapi

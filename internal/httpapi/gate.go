@@ -16,10 +16,10 @@ import (
 
 // gate is the execapi.Service that both front ends of the server (REST and
 // MCP) hold: it validates, applies the caller's key (active, within its rate
-// and concurrency, counted in the key store across front ends), admits the
-// run through the fair queue, runs it on the engine and accounts for it. The
-// caller is whoever execapi.CallerFrom names (an API key's id; empty when the
-// server runs without keys).
+// and concurrency, counted in the key store across front ends), runs the
+// call on the engine (whose admission decides when it starts, or refuses
+// it) and accounts for it. The caller is whoever execapi.CallerFrom names
+// (an API key's id; empty when the server runs without keys).
 type gate struct {
 	svc execapi.Service
 	// checked is svc when it takes checked requests (the engine), else nil.
@@ -29,10 +29,15 @@ type gate struct {
 	// limits applies keys' rate and concurrency through the store, so that
 	// they hold across every front end sharing it.
 	limits *store.Limiter
-	adm    *admission
-	m      *metrics
-	drain  *drainState
-	log    *slog.Logger
+	// calls counts the calls in the gate (waiting or running), which a
+	// drain waits for.
+	calls *inFlight
+	// queueWait is the engine's longest wait for admission, which bounds
+	// how long a call may hold its key's slot.
+	queueWait time.Duration
+	m         *metrics
+	drain     *drainState
+	log       *slog.Logger
 	// runs cancels every run when the server gives up draining.
 	runs context.Context
 	// lastClean is when a run last ended with its teardown verified
@@ -65,7 +70,7 @@ func (g *gate) Exec(ctx context.Context, req execapi.Request, events execapi.Eve
 	defer context.AfterFunc(g.runs, cancel)()
 	// The key's slot is held from before the queue until the run ends: the
 	// longest that can be is the queue wait, the timeout and teardown.
-	permit, err := g.admitKey(ctx, caller, max(g.adm.queueWait, 0)+checked.Timeout+teardownAllowance)
+	permit, err := g.admitKey(ctx, caller, g.queueWait+checked.Timeout+teardownAllowance)
 	if err != nil {
 		return execapi.Result{}, err
 	}
@@ -73,38 +78,51 @@ func (g *gate) Exec(ctx context.Context, req execapi.Request, events execapi.Eve
 	// releases it below, keeping its token), or it would be renewed for as
 	// long as this process lives.
 	defer permit.Release(false)
-	queuedAt := time.Now()
-	t, refusal, err := g.adm.acquire(ctx, caller, checked.Timeout)
-	if refusal != nil {
-		return execapi.Result{}, g.refuseCall(ctx, caller, refusal)
-	}
-	if err != nil {
-		return execapi.Result{}, fmt.Errorf("waiting for a sandbox slot: %w", err)
-	}
-	g.m.queueSeconds.Observe(time.Since(queuedAt).Seconds())
+	// Counted until the call is fully accounted for: a drain waits for
+	// that too. (The key's concurrency is the store's, not counted here.)
+	fl, _ := g.calls.enter(caller, 0, checked.Timeout)
+	var ran time.Duration
+	defer func() { g.calls.leave(fl, ran) }()
 
+	// The engine says when its admission let the call in: the wait before
+	// it is the queue's, the time after it the run's.
 	ctx, workerOf := execapi.WithWorkerNote(ctx)
-	started := time.Now()
+	received := time.Now()
+	var admittedNanos atomic.Int64
+	observe := func(ev execapi.Event) {
+		if ev.Kind == execapi.EventAdmitted {
+			admittedNanos.CompareAndSwap(0, time.Now().UnixNano())
+		}
+		if events != nil {
+			events(ev)
+		}
+	}
 	var res execapi.Result
 	if g.checked != nil {
-		res, err = g.checked.ExecChecked(ctx, checked, events)
+		res, err = g.checked.ExecChecked(ctx, checked, observe)
 	} else {
-		res, err = g.svc.Exec(ctx, req, events)
+		res, err = g.svc.Exec(ctx, req, observe)
 	}
-	ran := time.Since(started)
+	started := received
+	if n := admittedNanos.Load(); n != 0 {
+		started = time.Unix(0, n)
+		g.m.queueSeconds.Observe(started.Sub(received).Seconds())
+	}
+	var refusal *execapi.Refusal
 	if refused := errors.As(err, &refusal); refused || execapi.IsValidation(err) {
-		// The engine knows more than the policy (installed runtimes) and may
-		// refuse too: still nothing ran, so it neither counts against the
-		// key nor is a run.
-		g.adm.release(t, 0)
+		// The engine knows more than the policy (installed runtimes, room
+		// on the machine) and may refuse too: still nothing ran, so it
+		// neither counts against the key nor is a run.
 		reason := reasonInvalidRequest
 		if refused && !execapi.IsValidation(err) {
 			reason = string(refusal.Reason)
+			g.refuseCall(ctx, caller, refusal)
+		} else {
+			g.m.rejections.WithLabelValues(reason).Inc()
 		}
-		g.m.rejections.WithLabelValues(reason).Inc()
 		return execapi.Result{}, err
 	}
-	g.adm.release(t, ran)
+	ran = time.Since(started)
 	permit.Release(true) // before accounting: the slot is free once the run is
 	outcome := classify(ctx, res, err)
 	g.m.runs.WithLabelValues(checked.Runtime, outcome).Inc()

@@ -41,7 +41,8 @@ func (s *Server) decodeExec(w http.ResponseWriter, r *http.Request) (execapi.Req
 		return execapi.Request{}, false
 	}
 	// A slow body may hold a connection (until BoundBodies' deadline),
-	// never a slot: the request waits for one only once it is decoded.
+	// never room for a sandbox: the request waits for that only once it is
+	// decoded.
 	req, err := execapi.DecodeRequest(http.MaxBytesReader(w, r.Body, limit), limit)
 	if err != nil {
 		if tooLarge := new(http.MaxBytesError); errors.As(err, &tooLarge) {

@@ -13,10 +13,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/scratchrun/scratchrun/internal/admission"
 	"github.com/scratchrun/scratchrun/internal/engine"
 	"github.com/scratchrun/scratchrun/internal/execapi"
 	"github.com/scratchrun/scratchrun/internal/execapi/execapitest"
@@ -24,6 +26,7 @@ import (
 	"github.com/scratchrun/scratchrun/internal/leakcheck"
 	"github.com/scratchrun/scratchrun/internal/mcpserver"
 	"github.com/scratchrun/scratchrun/internal/sandbox"
+	"github.com/scratchrun/scratchrun/internal/sandbox/sandboxtest"
 	"github.com/scratchrun/scratchrun/internal/store"
 	"github.com/scratchrun/scratchrun/internal/testenv"
 	"github.com/scratchrun/scratchrun/internal/testenv/levels"
@@ -66,20 +69,27 @@ func (c *countingBackend) Create(ctx context.Context, cfg sandbox.Config) (sandb
 	return c.Backend.Create(ctx, cfg)
 }
 
-// newTestEngine builds an engine with capacity slots over the shared backend.
-func newTestEngine(t *testing.T, capacity int, mutate func(*engine.Config)) *engine.Engine {
+// newTestEngine builds an engine with admission settings adm over the
+// shared backend, or over fake when it is set.
+func newTestEngine(t *testing.T, adm admission.Settings, fake sandbox.Backend, mutate func(*engine.Config)) *engine.Engine {
 	t.Helper()
 	if imageStore == nil {
 		imageStore = env.Store(t, "bash", "python3.13")
-		// The level's shared backend: engines close it without closing it.
-		backend = &countingBackend{Backend: nsLevel.Backend(t)}
+	}
+	var b sandbox.Backend = fake
+	if fake == nil {
+		if backend == nil {
+			// The level's shared backend: engines close it without closing it.
+			backend = &countingBackend{Backend: nsLevel.Backend(t)}
+		}
+		b = backend
 	}
 	cfg := engine.DefaultConfig()
-	cfg.MaxConcurrent = capacity
+	cfg.Admission = adm
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	e, err := engine.New(cfg, imageStore, backend)
+	e, err := engine.New(cfg, imageStore, b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,6 +97,8 @@ func newTestEngine(t *testing.T, capacity int, mutate func(*engine.Config)) *eng
 }
 
 type serverOptions struct {
+	// capacity, queueWait and maxQueue are the engine's admission settings
+	// (default 2; 2 s, negative for no waiting; 4 per capacity).
 	capacity  int
 	queueWait time.Duration
 	maxQueue  int
@@ -95,7 +107,7 @@ type serverOptions struct {
 	// mcp mounts the MCP tool at /mcp, as scratchrun serve does.
 	mcp bool
 	// fake, when set, is the service the server runs requests on instead
-	// of a real engine (see scripted).
+	// of an engine (see scripted): front-end logic alone, no admission.
 	fake *execapitest.Service
 	// console, when set, is mounted as the web console (Config.Console).
 	console func(svc execapi.Service, live func() Live) http.Handler
@@ -103,17 +115,22 @@ type serverOptions struct {
 	// another server uses too); by default each server has a SQLite file
 	// of its own.
 	db string
+	// backend, when set, is the fake sandbox backend the engine runs on:
+	// the engine and its admission are real, sandboxes scripted (see
+	// scriptedBackend).
+	backend *sandboxtest.Backend
 }
 
 // testServer is a real server on 127.0.0.1 with its own key database.
 type testServer struct {
-	t      *testing.T
-	URL    string
-	eng    *engine.Engine
-	fake   *execapitest.Service
-	srv    *Server
-	keys   store.Store
-	dbPath string
+	t       *testing.T
+	URL     string
+	eng     *engine.Engine
+	fake    *execapitest.Service
+	backend *sandboxtest.Backend
+	srv     *Server
+	keys    store.Store
+	dbPath  string
 	// metricsURL serves the metrics without a key, as --metrics-addr does.
 	metricsURL string
 	cancel     context.CancelFunc
@@ -132,10 +149,21 @@ func startServerWith(t *testing.T, o serverOptions, mutate func(*engine.Config))
 	if o.capacity == 0 {
 		o.capacity = 2
 	}
+	adm := admission.Settings{Capacity: o.capacity, QueueWait: o.queueWait, MaxQueue: o.maxQueue}
+	if adm.QueueWait == 0 {
+		adm.QueueWait = admission.DefaultQueueWait
+	}
+	if adm.MaxQueue == 0 {
+		adm.MaxQueue = 4 * o.capacity
+	}
 	var eng *engine.Engine
 	var svc execapi.CheckedExecutor = o.fake
 	if o.fake == nil {
-		eng = newTestEngine(t, o.capacity, mutate)
+		var fake sandbox.Backend
+		if o.backend != nil {
+			fake = o.backend
+		}
+		eng = newTestEngine(t, adm, fake, mutate)
 		svc = eng
 	}
 	dbPath := o.db
@@ -146,7 +174,7 @@ func startServerWith(t *testing.T, o serverOptions, mutate func(*engine.Config))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Service: svc.(execapi.Service), Policy: svc.Policy(), Keys: keys, Capacity: o.capacity, QueueWait: o.queueWait, MaxQueue: o.maxQueue, MaxBodyBytes: o.maxBody, Conns: o.conns}
+	cfg := Config{Service: svc.(execapi.Service), Policy: svc.Policy(), Keys: keys, MaxBodyBytes: o.maxBody, Conns: o.conns}
 	cfg.Console = o.console
 	if o.mcp {
 		cfg.MCP = func(svc execapi.Service) http.Handler { return mcpserver.HTTPHandler(svc, mcpserver.Options{}) }
@@ -161,11 +189,12 @@ func startServerWith(t *testing.T, o serverOptions, mutate func(*engine.Config))
 		t.Fatal(err)
 	}
 	var before leakcheck.Snapshot
-	if eng != nil {
+	real := eng != nil && o.backend == nil
+	if real {
 		before = leakcheck.Take(leakOpts)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	ts := &testServer{t: t, URL: "http://" + ln.Addr().String(), eng: eng, fake: o.fake, srv: srv, keys: keys, dbPath: dbPath,
+	ts := &testServer{t: t, URL: "http://" + ln.Addr().String(), eng: eng, fake: o.fake, backend: o.backend, srv: srv, keys: keys, dbPath: dbPath,
 		metricsURL: metricsSrv.URL, cancel: cancel, served: make(chan error, 1)}
 	go func() { ts.served <- srv.Serve(ctx, ln) }()
 	var stopped bool
@@ -195,6 +224,12 @@ func startServerWith(t *testing.T, o serverOptions, mutate func(*engine.Config))
 		// The engine's warm sandboxes go with it (the shared backend stays).
 		if err := eng.Close(); err != nil {
 			t.Errorf("close engine: %v", err)
+		}
+		if o.backend != nil && o.backend.Live() != 0 {
+			t.Errorf("%d fake sandboxes left", o.backend.Live())
+		}
+		if !real {
+			return
 		}
 		if left := leakcheck.WaitClean(before, leakOpts, 5*time.Second); len(left) > 0 {
 			t.Errorf("left behind:\n  %s", strings.Join(left, "\n  "))
@@ -317,6 +352,51 @@ func scripted() *execapitest.Service {
 		return resp
 	})
 	return fake
+}
+
+// scriptedBackend is a fake sandbox backend for tests of admission through
+// the server: the engine and its admission are real, and each sandbox
+// plays the little shell of scripted from its job's code ("sleep 1.5;
+// echo done", "exit 3", "true"), and "hold" lasts until release is
+// called or the call is cancelled.
+func scriptedBackend() (*sandboxtest.Backend, func()) {
+	held := make(chan struct{})
+	var once sync.Once
+	b := &sandboxtest.Backend{Steps: []sandboxtest.Step{{Memory: 1 << 20, Do: func(ctx context.Context, job sandbox.Job) (sandbox.Outcome, error) {
+		var code string
+		for _, f := range job.Files {
+			if strings.HasPrefix(f.Path, "/code/") {
+				code = string(f.Data)
+			}
+		}
+		out := sandbox.Outcome{}
+		for _, cmd := range strings.Split(code, ";") {
+			verb, arg, _ := strings.Cut(strings.TrimSpace(cmd), " ")
+			var wait <-chan time.Time
+			var hold <-chan struct{}
+			switch verb {
+			case "sleep":
+				secs, _ := strconv.ParseFloat(arg, 64)
+				wait = time.After(time.Duration(secs * float64(time.Second)))
+			case "hold":
+				hold = held
+			case "echo":
+				io.WriteString(job.Stdout, arg+"\n")
+			case "exit":
+				out.ExitCode, _ = strconv.Atoi(arg)
+			}
+			if wait != nil || hold != nil {
+				select {
+				case <-wait:
+				case <-hold:
+				case <-ctx.Done():
+					return sandbox.Outcome{}, ctx.Err()
+				}
+			}
+		}
+		return out, nil
+	}}}}
+	return b, func() { once.Do(func() { close(held) }) }
 }
 
 // waitFor polls cond until it holds; the bound only catches hangs.

@@ -21,9 +21,6 @@ type metrics struct {
 	runSeconds   *prometheus.HistogramVec // runtime
 	queueSeconds prometheus.Histogram
 	httpSeconds  *prometheus.HistogramVec // route, code
-	queueDepth   prometheus.Gauge
-	inUse        prometheus.Gauge
-	capacity     prometheus.Gauge
 	rejections   *prometheus.CounterVec
 	draining     prometheus.Gauge
 }
@@ -45,7 +42,7 @@ func newMetrics() *metrics {
 		}, []string{"runtime"}),
 		queueSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "scratchrun_queue_wait_seconds",
-			Help:    "Time admitted runs waited for a sandbox slot.",
+			Help:    "Time admitted runs waited for room to start a sandbox.",
 			Buckets: []float64{0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10},
 		}),
 		httpSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -53,34 +50,22 @@ func newMetrics() *metrics {
 			Help:    "Latency of HTTP requests, by route and status code.",
 			Buckets: runBuckets,
 		}, []string{"route", "code"}),
-		queueDepth: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "scratchrun_queue_depth",
-			Help: "Requests waiting for a sandbox slot.",
-		}),
-		inUse: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "scratchrun_sandboxes_in_use",
-			Help: "Sandbox slots held by runs now.",
-		}),
-		capacity: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "scratchrun_capacity",
-			Help: "Sandboxes this server runs at once.",
-		}),
 		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "scratchrun_rejections_total",
-			Help: "Requests refused before running, by reason (at_capacity, queue_full, key_rate, key_concurrency, draining, unauthorized, invalid_request, body_too_large, forbidden, unsupported_media_type).",
+			Help: "Requests refused before running, by reason (memory, cpu, at_capacity, queue_full, key_rate, key_concurrency, draining, unknown_runtime, unauthorized, invalid_request, body_too_large, forbidden, unsupported_media_type).",
 		}, []string{"reason"}),
 		draining: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "scratchrun_draining",
 			Help: "1 while the server is draining for shutdown.",
 		}),
 	}
-	m.registry.MustRegister(m.runs, m.runSeconds, m.queueSeconds, m.httpSeconds, m.queueDepth, m.inUse,
-		m.capacity, m.rejections, m.draining,
+	m.registry.MustRegister(m.runs, m.runSeconds, m.queueSeconds, m.httpSeconds, m.rejections, m.draining,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Every reason is exported from the start, so a dashboard sees zeros
 	// rather than missing series.
-	for _, r := range []execapi.RefusalReason{execapi.RefusedAtCapacity, execapi.RefusedQueueFull, execapi.RefusedKeyRate,
-		execapi.RefusedKeyConcurrency, execapi.RefusedDraining} {
+	reasons := append(append([]execapi.RefusalReason{}, execapi.AdmissionRefusals...),
+		execapi.RefusedKeyRate, execapi.RefusedKeyConcurrency, execapi.RefusedDraining)
+	for _, r := range reasons {
 		m.rejections.WithLabelValues(string(r))
 	}
 	for _, r := range []string{reasonUnauthorized, reasonInvalidRequest, reasonBodyTooLarge, reasonForbidden, reasonMediaType} {
@@ -139,11 +124,6 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 
 func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
-}
-
-func (m *metrics) setDepth(queued, inUse int) {
-	m.queueDepth.Set(float64(queued))
-	m.inUse.Set(float64(inUse))
 }
 
 // statusRecorder remembers the status a handler wrote, for the latency series.

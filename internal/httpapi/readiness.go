@@ -28,7 +28,7 @@ type readiness struct {
 
 // Ready reports whether the server can serve runs now: a runtime image is
 // installed and the engine has started (and cleanly torn down) a sandbox
-// recently; if it has not, Ready runs a trivial probe through the same slots
+// recently; if it has not, Ready runs a trivial probe through the same admission
 // as every request.
 func (s *Server) Ready(ctx context.Context) error {
 	if s.drain.isDraining() {
@@ -59,14 +59,14 @@ func (s *Server) Ready(ctx context.Context) error {
 	if err == nil {
 		s.ready.lastOK = time.Now()
 	} else if errors.Is(err, execapi.ErrAtCapacity) && !last.IsZero() {
-		// Every slot is busy with runs: the engine evidently works.
+		// No room for the probe beside the runs: the engine evidently works.
 		return nil
 	}
 	return err
 }
 
 // probe runs the smallest program of a runtime (bash if installed) in a real
-// sandbox, admitted like any request.
+// sandbox, admitted by the engine like any request.
 func (s *Server) probe(ctx context.Context, info execapi.Info) error {
 	rt := info.Runtimes[0].Name
 	for _, r := range info.Runtimes {
@@ -74,19 +74,13 @@ func (s *Server) probe(ctx context.Context, info execapi.Info) error {
 			rt = r.Name
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	ctx, cancel := context.WithTimeout(execapi.WithCaller(ctx, probeCaller), 20*time.Second)
 	defer cancel()
-	t, refusal, err := s.gate.adm.acquire(ctx, probeCaller, 10*time.Second)
-	if refusal != nil {
-		return fmt.Errorf("a sandbox could not be started to check the engine: %w", refusal)
-	}
-	if err != nil {
-		return fmt.Errorf("readiness probe: %w", err)
-	}
-	start := time.Now()
 	res, err := s.cfg.Service.Exec(ctx, execapi.Request{Runtime: rt, Code: "\n", Limits: execapi.Limits{TimeoutMS: 10000}}, nil)
-	s.gate.adm.release(t, time.Since(start))
+	var refusal *execapi.Refusal
 	switch {
+	case errors.As(err, &refusal):
+		return fmt.Errorf("a sandbox could not be started to check the engine: %w", refusal)
 	case err != nil:
 		return fmt.Errorf("the engine could not run a %s sandbox: %w", rt, err)
 	case res.ExitCode != 0 || !res.StatePurged:

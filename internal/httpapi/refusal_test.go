@@ -122,7 +122,7 @@ func TestRefusalsReadTheSameOverHTTPAndMCP(t *testing.T) {
 	t.Run("key_concurrency", func(t *testing.T) {
 		fake, release := holding()
 		defer release()
-		ts := startServer(t, serverOptions{mcp: true, capacity: 4, fake: fake})
+		ts := startServer(t, serverOptions{mcp: true, fake: fake})
 		_, a := ts.key("a", 100, 1)
 		_, b := ts.key("b", 100, 1)
 		go ts.post(a, holdBody)
@@ -135,13 +135,13 @@ func TestRefusalsReadTheSameOverHTTPAndMCP(t *testing.T) {
 		}
 	})
 	t.Run("queue_full", func(t *testing.T) {
-		fake, release := holding()
+		sb, release := scriptedBackend()
 		defer release()
-		ts := startServer(t, serverOptions{mcp: true, capacity: 1, maxQueue: 1, queueWait: time.Minute, fake: fake})
+		ts := startServer(t, serverOptions{mcp: true, capacity: 1, maxQueue: 1, queueWait: time.Minute, backend: sb})
 		go ts.post("", holdBody)
-		waitFor(t, "held", func() bool { return fake.InFlight() == 1 })
+		waitFor(t, "held", func() bool { return ts.eng.Admission().Running == 1 })
 		go ts.post("", quickBody)
-		waitFor(t, "queued", func() bool { q, _ := ts.srv.gate.adm.snapshot(); return q == 1 })
+		waitFor(t, "queued", func() bool { return ts.eng.Admission().Waiting == 1 })
 		cs := ts.mcpSession("")
 		words := refusedAs(t, ts.post("", quickBody), 429, execapi.RefusedQueueFull, 0)
 		if text, isErr := toolCall(t, cs, "true"); !isErr || text != framed(words) {
@@ -149,11 +149,11 @@ func TestRefusalsReadTheSameOverHTTPAndMCP(t *testing.T) {
 		}
 	})
 	t.Run("at_capacity", func(t *testing.T) {
-		fake, release := holding()
+		sb, release := scriptedBackend()
 		defer release()
-		ts := startServer(t, serverOptions{mcp: true, capacity: 1, queueWait: -1, fake: fake})
+		ts := startServer(t, serverOptions{mcp: true, capacity: 1, queueWait: -1, backend: sb})
 		go ts.post("", holdBody)
-		waitFor(t, "held", func() bool { return fake.InFlight() == 1 })
+		waitFor(t, "held", func() bool { return ts.eng.Admission().Running == 1 })
 		cs := ts.mcpSession("")
 		words := refusedAs(t, ts.post("", quickBody), 429, execapi.RefusedAtCapacity, 0)
 		if text, isErr := toolCall(t, cs, "true"); !isErr || text != framed(words) {
@@ -214,7 +214,9 @@ func TestClientRoundTripsEveryRefusal(t *testing.T) {
 		"key_concurrency": {Reason: execapi.RefusedKeyConcurrency, RetryAfter: time.Second, Limit: 4},
 		"draining":        {Reason: execapi.RefusedDraining},
 		"unknown_runtime": {Reason: execapi.RefusedUnknownRuntime, Field: "runtime", Detail: `runtime "cobol" is not installed: no such runtime; installed runtimes: bash`},
-		"future":          {Reason: "memory", RetryAfter: 4 * time.Second},
+		"memory":          {Reason: execapi.RefusedMemory, RetryAfter: 3 * time.Second},
+		"cpu":             {Reason: execapi.RefusedCPU, RetryAfter: 1200 * time.Millisecond},
+		"future":          {Reason: "gpu", RetryAfter: 4 * time.Second},
 	}
 	fake := execapitest.New("bash")
 	fake.Respond(func(_ context.Context, c execapitest.Call) execapitest.Response {
@@ -346,11 +348,11 @@ func TestNewNeedsTheEnginesPolicy(t *testing.T) {
 	other := fake.Policy()
 	other.MaxMemoryMB = 1024
 	for _, p := range []execapi.Policy{{}, other} {
-		if _, err := New(Config{Service: fake, Policy: p, Keys: keys, Capacity: 1}); err == nil || !strings.Contains(err.Error(), "Policy") {
+		if _, err := New(Config{Service: fake, Policy: p, Keys: keys}); err == nil || !strings.Contains(err.Error(), "Policy") {
 			t.Errorf("policy %+v: %v", p, err)
 		}
 	}
-	if _, err := New(Config{Service: fake, Policy: fake.Policy(), Keys: keys, Capacity: 1}); err != nil {
+	if _, err := New(Config{Service: fake, Policy: fake.Policy(), Keys: keys}); err != nil {
 		t.Errorf("the engine's policy: %v", err)
 	}
 }

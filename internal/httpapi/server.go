@@ -17,9 +17,9 @@ import (
 // Defaults of Config.
 const (
 	DefaultMaxBodyBytes = 10 << 20
-	DefaultQueueWait    = 2 * time.Second
-	// DefaultQueuePerSlot sizes the queue: this many waiting requests per slot.
-	DefaultQueuePerSlot = 4
+	// drainAllowance is what a drain waits beyond the longest run: a
+	// call's wait for admission, its sandbox's set-up and teardown.
+	drainAllowance = 15 * time.Second
 )
 
 // Config configures a Server.
@@ -36,15 +36,6 @@ type Config struct {
 	// Required. Servers that share one (a PostgreSQL database, or a SQLite
 	// file on one machine) hold each key to its limits together.
 	Keys store.Store
-	// Capacity is how many runs may be in the engine at once: its sandbox
-	// slots. Required; it must not exceed the engine's own capacity.
-	Capacity int
-	// MaxQueue bounds how many requests may wait for a slot (default
-	// DefaultQueuePerSlot per slot).
-	MaxQueue int
-	// QueueWait is how long a request waits for a slot before a 429 (default
-	// DefaultQueueWait; negative means no waiting at all).
-	QueueWait time.Duration
 	// MaxBodyBytes bounds a request body (default DefaultMaxBodyBytes).
 	MaxBodyBytes int64
 	// Conns bounds client connections in time and number (zero: defaults).
@@ -54,8 +45,9 @@ type Config struct {
 	// names (see GuardOrigin).
 	ListenAddr string
 	// DrainTimeout bounds how long shutdown waits for accepted work before it
-	// cancels what is left (default: the queue wait plus the policy's maximum
-	// timeout plus 15 s for set-up and teardown).
+	// cancels what is left (default: the service's queue wait, as its
+	// admission describes it, plus the policy's maximum timeout plus 15 s
+	// for set-up and teardown).
 	DrainTimeout time.Duration
 	// MCP, when set, builds the MCP front end over the service it is given
 	// (which applies keys, limits and accounting); it is mounted at /mcp.
@@ -90,20 +82,10 @@ type Server struct {
 	cancelRuns context.CancelFunc
 }
 
-// capacityReporter is implemented by services that know their slot count
-// (the engine), so that a server cannot be configured to oversubscribe them.
-type capacityReporter interface{ Capacity() int }
-
 // New checks cfg and builds the server's handlers.
 func New(cfg Config) (*Server, error) {
 	if cfg.Service == nil || cfg.Keys == nil {
 		return nil, errors.New("httpapi: Config needs a Service and a key store")
-	}
-	if cfg.Capacity <= 0 {
-		return nil, fmt.Errorf("httpapi: capacity %d: must be positive", cfg.Capacity)
-	}
-	if cr, ok := cfg.Service.(capacityReporter); ok && cfg.Capacity > cr.Capacity() {
-		return nil, fmt.Errorf("httpapi: capacity %d is more than the engine's %d slots", cfg.Capacity, cr.Capacity())
 	}
 	if cfg.Policy.MaxTimeout <= 0 {
 		return nil, errors.New("httpapi: Config needs the engine's Policy")
@@ -118,23 +100,20 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("httpapi: describe the service: %w", err)
 	}
-	if cfg.MaxQueue == 0 {
-		cfg.MaxQueue = DefaultQueuePerSlot * cfg.Capacity
-	}
-	if cfg.QueueWait == 0 {
-		cfg.QueueWait = DefaultQueueWait
-	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	var queueWait time.Duration
+	if info.Admission != nil {
+		queueWait = time.Duration(info.Admission.QueueWaitMS) * time.Millisecond
+	}
 	if cfg.DrainTimeout <= 0 {
-		cfg.DrainTimeout = max(cfg.QueueWait, 0) + cfg.Policy.MaxTimeout + 15*time.Second
+		cfg.DrainTimeout = cfg.Policy.MaxTimeout + drainAllowance + queueWait
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	m := newMetrics()
-	m.capacity.Set(float64(cfg.Capacity))
 	s := &Server{cfg: cfg, m: m, drain: newDrainState(), log: cfg.Logger, abort: make(chan struct{})}
 	s.runs, s.cancelRuns = context.WithCancel(context.Background())
 	s.auth = &authenticator{keys: cfg.Keys}
@@ -148,14 +127,14 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.gate = &gate{
 		svc: cfg.Service, checked: checked, policy: cfg.Policy, keys: cfg.Keys, m: m, drain: s.drain, log: cfg.Logger, runs: s.runs,
-		adm:    newAdmission(cfg.Capacity, cfg.MaxQueue, cfg.QueueWait, m.setDepth),
-		limits: store.NewLimiter(cfg.Keys, cfg.Logger),
+		limits: store.NewLimiter(cfg.Keys, cfg.Logger), calls: newInFlight(), queueWait: queueWait,
 	}
 	runtimes := make([]string, 0, len(info.Runtimes))
 	for _, rt := range info.Runtimes {
 		runtimes = append(runtimes, rt.Name)
 	}
-	m.registry.MustRegister(newPoolCollector(cfg.Service, runtimes, cfg.Policy.NetworkDefault))
+	m.registry.MustRegister(newPoolCollector(cfg.Service, runtimes, cfg.Policy.NetworkDefault),
+		newAdmissionCollector(cfg.Service, s.gate.calls.count))
 	s.handler = s.routes()
 	return s, nil
 }
@@ -165,8 +144,9 @@ func New(cfg Config) (*Server, error) {
 // /metrics needs a key once keys exist.
 func (s *Server) MetricsHandler() http.Handler { return s.m.handler() }
 
-// Service is what the server runs requests through: validation, key limits,
-// fair admission and accounting in front of Config.Service.
+// Service is what the server runs requests through: validation, key limits
+// and accounting in front of Config.Service (whose admission decides when
+// a call starts).
 func (s *Server) Service() execapi.Service { return s.gate }
 
 // Serve answers on ln until ctx is cancelled, then drains: new requests get
@@ -191,8 +171,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 
 	idle := s.drain.start()
 	s.m.draining.Set(1)
-	queued, inUse := s.gate.adm.snapshot()
-	s.log.Info("draining: new requests get 503; waiting for accepted work", "running", inUse, "queued", queued)
+	s.log.Info("draining: new requests get 503; waiting for accepted work", "calls", s.gate.calls.count())
 	deadline := time.NewTimer(s.cfg.DrainTimeout)
 	defer deadline.Stop()
 	// Accepted work is the HTTP requests counted in flight and every run in
@@ -203,7 +182,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	go func() {
 		select {
 		case <-idle:
-			s.gate.adm.waitIdle(giveUp)
+			s.gate.calls.waitIdle(giveUp)
 		case <-giveUp:
 		}
 		close(drained)

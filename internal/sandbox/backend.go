@@ -45,6 +45,34 @@ type Sandbox interface {
 	MemoryUsage() int64
 }
 
+// CPUMeter is implemented by sandboxes that can tell how much CPU their
+// processes have asked for: admission tells a call that computes from one
+// that waits by it.
+type CPUMeter interface {
+	// CPUDemand is the time the sandbox's live tasks have spent running
+	// or waiting to run on a CPU so far (a task that computes demands all
+	// of any interval, however many share the CPUs), and whether this
+	// host counts it.
+	CPUDemand() (time.Duration, bool)
+}
+
+// MemoryBudget is implemented by backends whose sandboxes all live under
+// one parent cgroup (shared by every engine on the host that names it):
+// the parent's memory limit is the machine's budget for all sandboxes,
+// so that when they outgrow it together the kernel kills inside the
+// parent, never the engine or the host, and the parent's usage is what an
+// engine admits calls by.
+type MemoryBudget interface {
+	// SetMemoryBudget gives the parent a memory limit of bytes (swap
+	// included). A backend that cannot (no memory controller) does
+	// nothing and says so with ok false.
+	SetMemoryBudget(bytes int64) (ok bool, err error)
+	// MemoryInUse is what every sandbox under the parent uses now, every
+	// engine's and warm ones included, as the kernel weighs it against
+	// the limit (file cache it would reclaim first left out).
+	MemoryInUse() int64
+}
+
 // Image is the read-only root file system a sandbox runs on.
 type Image struct {
 	// RootFS is the host directory holding the image's tree.
@@ -151,6 +179,10 @@ type Outcome struct {
 	TimedOut bool
 	// OOMKilled is true when the memory limit made the kernel kill a process.
 	OOMKilled bool
+	// MachineOOMKilled is true when the kernel killed a process within the
+	// sandbox's own memory limit, because the sandboxes together had used
+	// up the memory the machine gives them (see MemoryBudget).
+	MachineOOMKilled bool
 	// PidsLimitHit is true when the limit on processes and threads
 	// (Config.MaxPids) refused a fork or clone.
 	PidsLimitHit bool

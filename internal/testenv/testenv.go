@@ -249,3 +249,20 @@ func (s *Shared) Created() int64 { return s.created.Load() }
 
 // Close implements sandbox.Backend: it leaves the shared backend open.
 func (s *Shared) Close() error { return nil }
+
+// SetMemoryBudget implements sandbox.MemoryBudget when the level's backend
+// does (ok false otherwise).
+func (s *Shared) SetMemoryBudget(bytes int64) (bool, error) {
+	if mb, ok := s.Backend.(sandbox.MemoryBudget); ok {
+		return mb.SetMemoryBudget(bytes)
+	}
+	return false, nil
+}
+
+// MemoryInUse implements sandbox.MemoryBudget when the level's backend does.
+func (s *Shared) MemoryInUse() int64 {
+	if mb, ok := s.Backend.(sandbox.MemoryBudget); ok {
+		return mb.MemoryInUse()
+	}
+	return 0
+}

@@ -1,5 +1,5 @@
 // Package execapitest is a scripted execapi.Service for tests of front ends
-// (the MCP adapter, the HTTP gate and its admission, a cluster's), so that
+// (the MCP adapter, the HTTP gate and its key limits, a cluster's), so that
 // they run in milliseconds without root, images or sandboxes.
 //
 // It is no mock of the engine's insides: it speaks the contract with its

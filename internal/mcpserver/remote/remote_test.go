@@ -65,7 +65,7 @@ func startServer(t *testing.T) (string, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := httpapi.New(httpapi.Config{Service: eng, Policy: eng.Policy(), Keys: keys, Capacity: eng.Capacity()})
+	srv, err := httpapi.New(httpapi.Config{Service: eng, Policy: eng.Policy(), Keys: keys})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -46,6 +47,9 @@ type Manager struct {
 	delegated string
 	// why says why some controllers are missing.
 	why string
+	// budget is the parent's memory limit this engine set (0: none), given
+	// again to a parent directory it re-creates.
+	budget atomic.Int64
 }
 
 // ErrUnavailable is returned by New when no usable, writable hierarchy exists
@@ -173,6 +177,7 @@ func (m *Manager) Parents() []string {
 // enables the controllers for its children (again: another engine may have
 // removed and re-created it).
 func (m *Manager) ensureParent(dir string) error {
+	_, statErr := os.Stat(dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create cgroup parent %s: %w", dir, err)
 	}
@@ -180,6 +185,9 @@ func (m *Manager) ensureParent(dir string) error {
 		if err := write(dir, "cgroup.subtree_control", m.enableLine()); err != nil {
 			return err
 		}
+	}
+	if os.IsNotExist(statErr) {
+		return m.reapplyBudget(dir)
 	}
 	return nil
 }

@@ -82,6 +82,7 @@ type Backend struct {
 }
 
 var _ sandbox.Backend = (*Backend)(nil)
+var _ sandbox.MemoryBudget = (*Backend)(nil)
 
 // DefaultStateDir is where the backend keeps its files when Options.StateDir
 // is empty.
@@ -219,6 +220,15 @@ func (b *Backend) Platform() string { return b.platform }
 
 // Runsc is the path of the runsc binary in use.
 func (b *Backend) Runsc() string { return b.runsc }
+
+// SetMemoryBudget implements sandbox.MemoryBudget: the limit of the cgroup
+// parent every sandbox of this level lives under.
+func (b *Backend) SetMemoryBudget(bytes int64) (bool, error) {
+	return hostside.SetMemoryBudget(b.cgroups, bytes)
+}
+
+// MemoryInUse implements sandbox.MemoryBudget.
+func (b *Backend) MemoryInUse() int64 { return hostside.MemoryInUse(b.cgroups) }
 
 // Cgroups exposes the cgroup manager (nil when limits are not enforced), so
 // that leak checks can list what is left.

@@ -57,6 +57,7 @@ type gvSandbox struct {
 }
 
 var _ hostside.Host = (*gvSandbox)(nil)
+var _ sandbox.CPUMeter = (*gvSandbox)(nil)
 
 func (s *gvSandbox) ID() string { return s.id }
 
@@ -208,9 +209,7 @@ func (s *gvSandbox) Settle() { s.waitExit(exitTimeout) }
 // Sentry: the whole sandbox goes with it.
 func (s *gvSandbox) Measure(out *sandbox.Outcome, res initproto.ResultMessage) {
 	out.PidsLimitHit = res.ProcessLimitHit
-	if s.group != nil && s.group.OOMKills() > 0 {
-		out.OOMKilled = true
-	}
+	hostside.MeasureOOM(s.group, out)
 }
 
 // Diagnostics implements hostside.Host: runsc's own messages (see
@@ -315,3 +314,7 @@ func (s *gvSandbox) closeFiles() {
 // MemoryUsage implements sandbox.Sandbox: what the sandbox's cgroup uses,
 // the Sentry and gofer included.
 func (s *gvSandbox) MemoryUsage() int64 { return hostside.GroupMemory(s.group) }
+
+// CPUDemand implements sandbox.CPUMeter: the tasks of the sandbox's cgroup
+// (the Sentry, the gofer and what runs under them).
+func (s *gvSandbox) CPUDemand() (time.Duration, bool) { return hostside.GroupCPUDemand(s.group) }

@@ -154,6 +154,9 @@ func classify(out sandbox.Outcome, res initproto.ResultMessage, decodeErr error,
 		// (the namespaces init, gVisor's Sentry): everything died.
 		out.ExitCode, out.Signal = 128+killed, killed
 		out.Notes = append(out.Notes, "The whole sandbox was killed at the memory limit; return files are lost.")
+	case out.MachineOOMKilled:
+		out.ExitCode, out.Signal = 128+killed, killed
+		out.Notes = append(out.Notes, "The whole sandbox was killed when the machine ran out of memory for sandboxes; return files are lost.")
 	default:
 		return sandbox.Outcome{}, fmt.Errorf("sandbox init ended without a result: %v", decodeErr)
 	}

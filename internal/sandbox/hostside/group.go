@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"syscall"
+	"time"
 
 	"github.com/scratchrun/scratchrun/internal/sandbox"
 	"github.com/scratchrun/scratchrun/internal/sandbox/cgroups"
@@ -18,6 +19,8 @@ func PrepareGroup(g *cgroups.Group, background bool, bytes int64) error {
 	if g == nil {
 		return nil
 	}
+	// From here on, a peak is the job's (see cgroups.Group.OwnLimitReached).
+	defer g.ResetPeak()
 	if background {
 		if err := g.SetBackground(false); err != nil {
 			return err
@@ -49,10 +52,51 @@ func DestroyGroup(g *cgroups.Group) error {
 	return errors.Join(errs...)
 }
 
+// MeasureOOM sets what g's memory counters say about kills: at the
+// group's own limit (out.OOMKilled) or, within it, because the sandboxes'
+// parent ran out (out.MachineOOMKilled).
+func MeasureOOM(g *cgroups.Group, out *sandbox.Outcome) {
+	if g == nil || g.OOMKills() == 0 {
+		return
+	}
+	if g.OwnLimitReached() {
+		out.OOMKilled = true
+	} else {
+		out.MachineOOMKilled = true
+	}
+}
+
 // GroupMemory is the memory a sandbox's cgroup uses now (0 without one).
 func GroupMemory(g *cgroups.Group) int64 {
 	if g == nil {
 		return 0
 	}
 	return g.MemoryUsage()
+}
+
+// SetMemoryBudget implements sandbox.MemoryBudget's SetMemoryBudget for a
+// backend whose sandboxes live under m (nil: no cgroups at all).
+func SetMemoryBudget(m *cgroups.Manager, bytes int64) (bool, error) {
+	if m == nil || !m.Enforces("memory") {
+		return false, nil
+	}
+	return true, m.SetParentMemoryLimit(bytes)
+}
+
+// MemoryInUse implements sandbox.MemoryBudget's MemoryInUse for a backend
+// whose sandboxes live under m.
+func MemoryInUse(m *cgroups.Manager) int64 {
+	if m == nil {
+		return 0
+	}
+	return m.ParentMemoryInUse()
+}
+
+// GroupCPUDemand is what a sandbox's cgroup's tasks demanded of the CPUs
+// (see sandbox.CPUMeter; false without a group or a count).
+func GroupCPUDemand(g *cgroups.Group) (time.Duration, bool) {
+	if g == nil {
+		return 0, false
+	}
+	return g.CPUDemand()
 }

@@ -59,6 +59,7 @@ type Backend struct {
 }
 
 var _ sandbox.Backend = (*Backend)(nil)
+var _ sandbox.MemoryBudget = (*Backend)(nil)
 
 // sandboxSeq numbers sandboxes per process, not per backend: backends of one
 // process share the instance name, and may share a cgroup parent.
@@ -171,6 +172,15 @@ func (b *Backend) Limitations() []string { return b.limitations }
 
 // UnenforcedLimits implements sandbox.Backend.
 func (b *Backend) UnenforcedLimits() []sandbox.Limit { return b.unenforced }
+
+// SetMemoryBudget implements sandbox.MemoryBudget: the limit of the cgroup
+// parent every sandbox of this level lives under.
+func (b *Backend) SetMemoryBudget(bytes int64) (bool, error) {
+	return hostside.SetMemoryBudget(b.cgroups, bytes)
+}
+
+// MemoryInUse implements sandbox.MemoryBudget.
+func (b *Backend) MemoryInUse() int64 { return hostside.MemoryInUse(b.cgroups) }
 
 // Cgroups exposes the cgroup manager (nil when limits are not enforced), so
 // that leak checks can list what is left.

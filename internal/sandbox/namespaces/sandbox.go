@@ -38,6 +38,7 @@ type nsSandbox struct {
 }
 
 var _ hostside.Host = (*nsSandbox)(nil)
+var _ sandbox.CPUMeter = (*nsSandbox)(nil)
 
 func (s *nsSandbox) ID() string { return s.id }
 
@@ -106,10 +107,11 @@ func (s *nsSandbox) Settle() {
 }
 
 // Measure implements hostside.Host: the sandbox's cgroup counts memory
-// limit kills and every fork the process limit refused.
+// kills (at its own limit or its parent's) and every fork the process
+// limit refused.
 func (s *nsSandbox) Measure(out *sandbox.Outcome, _ initproto.ResultMessage) {
 	if s.group != nil {
-		out.OOMKilled = s.group.OOMKills() > 0
+		hostside.MeasureOOM(s.group, out)
 		out.ForkFailures = s.group.PidsLimitHits()
 		out.PidsLimitHit = out.ForkFailures > 0
 	}
@@ -154,3 +156,6 @@ func (s *nsSandbox) Destroy() sandbox.Teardown {
 
 // MemoryUsage implements sandbox.Sandbox: what the sandbox's cgroup uses.
 func (s *nsSandbox) MemoryUsage() int64 { return hostside.GroupMemory(s.group) }
+
+// CPUDemand implements sandbox.CPUMeter: the tasks of the sandbox's cgroup.
+func (s *nsSandbox) CPUDemand() (time.Duration, bool) { return hostside.GroupCPUDemand(s.group) }

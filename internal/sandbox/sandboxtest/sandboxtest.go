@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -42,6 +43,10 @@ type Step struct {
 	Do func(ctx context.Context, job sandbox.Job) (sandbox.Outcome, error)
 	// Memory is what MemoryUsage reports.
 	Memory int64
+	// CPURate, when set, makes the sandbox a sandbox.CPUMeter whose tasks
+	// have demanded this many CPUs' worth of time since its job began (1:
+	// one task computing all along).
+	CPURate float64
 	// TeardownErr, when set, makes Destroy report an unverified teardown.
 	TeardownErr error
 }
@@ -56,6 +61,9 @@ type Backend struct {
 	Script func(n int, cfg sandbox.Config) Step
 	// Unenforced is what UnenforcedLimits reports.
 	Unenforced []sandbox.Limit
+	// OtherMemory is memory the parent holds beside the live sandboxes
+	// (another engine's, say): MemoryInUse adds it to theirs.
+	OtherMemory atomic.Int64
 
 	mu        sync.Mutex
 	created   int
@@ -64,9 +72,36 @@ type Backend struct {
 	closed    int
 	configs   []sandbox.Config
 	jobs      []sandbox.Job
+	live      map[*Sandbox]bool
+	budget    int64
 }
 
 var _ sandbox.Backend = (*Backend)(nil)
+var _ sandbox.MemoryBudget = (*Backend)(nil)
+
+// SetMemoryBudget implements sandbox.MemoryBudget: it records the limit
+// (Budget).
+func (b *Backend) SetMemoryBudget(bytes int64) (bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.budget = bytes
+	return true, nil
+}
+
+// Budget is what SetMemoryBudget was last given.
+func (b *Backend) Budget() int64 { b.mu.Lock(); defer b.mu.Unlock(); return b.budget }
+
+// MemoryInUse implements sandbox.MemoryBudget: the Memory of every
+// sandbox created and not yet destroyed, plus OtherMemory.
+func (b *Backend) MemoryInUse() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	total := b.OtherMemory.Load()
+	for s := range b.live {
+		total += s.step.Memory
+	}
+	return total
+}
 
 // Name implements sandbox.Backend.
 func (b *Backend) Name() string { return "fake" }
@@ -98,10 +133,15 @@ func (b *Backend) Create(ctx context.Context, cfg sandbox.Config) (sandbox.Sandb
 	if step.CreateErr != nil {
 		return nil, step.CreateErr
 	}
+	sb := &Sandbox{id: fmt.Sprintf("fake-%d", n), backend: b, step: step}
 	b.mu.Lock()
 	b.created++
+	if b.live == nil {
+		b.live = map[*Sandbox]bool{}
+	}
+	b.live[sb] = true
 	b.mu.Unlock()
-	return &Sandbox{id: fmt.Sprintf("fake-%d", n), backend: b, step: step}, nil
+	return sb, nil
 }
 
 func (b *Backend) step(n int, cfg sandbox.Config) Step {
@@ -154,10 +194,26 @@ type Sandbox struct {
 
 	mu        sync.Mutex
 	ran       bool
+	runSince  time.Time
 	destroyed bool
 }
 
 var _ sandbox.Sandbox = (*Sandbox)(nil)
+var _ sandbox.CPUMeter = (*Sandbox)(nil)
+
+// CPUDemand implements sandbox.CPUMeter from the step's CPURate (no count
+// when it is 0).
+func (s *Sandbox) CPUDemand() (time.Duration, bool) {
+	if s.step.CPURate == 0 {
+		return 0, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.runSince.IsZero() {
+		return 0, true
+	}
+	return time.Duration(s.step.CPURate * float64(time.Since(s.runSince))), true
+}
 
 // ID implements sandbox.Sandbox.
 func (s *Sandbox) ID() string { return s.id }
@@ -178,6 +234,7 @@ func (s *Sandbox) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, er
 		return sandbox.Outcome{}, errors.New("sandbox already ran a job; sandboxes are used once")
 	}
 	s.ran = true
+	s.runSince = time.Now()
 	s.mu.Unlock()
 	b := s.backend
 	b.mu.Lock()
@@ -226,6 +283,7 @@ func (s *Sandbox) Destroy() sandbox.Teardown {
 		b := s.backend
 		b.mu.Lock()
 		b.destroyed++
+		delete(b.live, s)
 		b.mu.Unlock()
 	}
 	if s.step.TeardownErr != nil {

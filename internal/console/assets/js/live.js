@@ -31,12 +31,18 @@ async function refresh() {
     tile("State", l.draining ? "draining" : "serving", l.draining ? "bad" : "good", "state"),
   );
 
+  if (a.mode !== "resources") {
+    fillKV(document.querySelector("#live-admission tbody"), [
+      ["Mode", "decided by the service this server forwards calls to"],
+      ["Calls in flight here", formatCount(a.running)],
+    ]);
+  }
   const rows = [
-    ["Mode", a.mode === "resources" ? "by resources (memory and CPU measured)" : "fixed capacity (a count of sandbox slots)"],
-    ["Running", formatCount(a.running) + (a.starting ? ` (${a.starting} starting)` : "")],
+    ["Mode", "by resources (memory and CPU measured)"],
+    ["Running", formatCount(a.running) + (a.starting ? ` (${a.starting} starting)` : "") + (a.cpu_bound ? `, ${a.cpu_bound} computing` : "")],
     ["Waiting", `${formatCount(a.waiting)} of at most ${formatCount(a.max_queue)}`],
     ["Queue wait", a.queue_wait_ms ? `${a.queue_wait_ms / 1000} s` : "none (refused at once when full)"],
-    ["Capacity", formatCount(a.capacity)],
+    ["Capacity", formatCount(a.capacity) + " (an upper bound; memory and CPU decide first)"],
   ];
   if (a.memory_budget_bytes) {
     rows.push(["Memory used / reserved / budget",
@@ -52,7 +58,9 @@ async function refresh() {
   for (const [reason, n] of Object.entries(a.rejections || {})) {
     rows.push(["Refused: " + reason.replaceAll("_", " "), formatCount(n)]);
   }
-  fillKV(document.querySelector("#live-admission tbody"), rows);
+  if (a.mode === "resources") {
+    fillKV(document.querySelector("#live-admission tbody"), rows);
+  }
 
   const pb = clear(document.querySelector("#live-pools tbody"));
   for (const p of l.pools) {

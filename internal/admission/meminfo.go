@@ -1,4 +1,4 @@
-package engine
+package admission
 
 import (
 	"bufio"
@@ -7,8 +7,9 @@ import (
 	"strings"
 )
 
-// totalMemory reads MemTotal from /proc/meminfo (0 when unknown).
-func totalMemory() int64 {
+// MachineMemory reads the machine's memory, MemTotal of /proc/meminfo, in
+// bytes (0 when unknown): what Defaults sizes the budget from.
+func MachineMemory() int64 {
 	f, err := os.Open("/proc/meminfo")
 	if err != nil {
 		return 0
