@@ -19,6 +19,11 @@ func TestCSRFRequired(t *testing.T) {
 	other := tc.browser()
 	other.signIn()
 	body := `{"name":"ci","rate_per_min":10,"concurrency":1}`
+	// A token one character off (whatever the real one starts with).
+	wrong := "x" + b.csrf[1:]
+	if b.csrf[0] == 'x' {
+		wrong = "y" + b.csrf[1:]
+	}
 
 	cases := []struct {
 		name        string
@@ -27,7 +32,7 @@ func TestCSRFRequired(t *testing.T) {
 		status      int
 	}{
 		{"no token", "application/json", nil, http.StatusForbidden},
-		{"wrong token", "application/json", map[string]string{csrfHeader: "x" + b.csrf[1:]}, http.StatusForbidden},
+		{"wrong token", "application/json", map[string]string{csrfHeader: wrong}, http.StatusForbidden},
 		{"another session's token", "application/json", map[string]string{csrfHeader: other.csrf}, http.StatusForbidden},
 		{"a form", "application/x-www-form-urlencoded", map[string]string{csrfHeader: b.csrf}, http.StatusUnsupportedMediaType},
 		{"text/plain", "text/plain", map[string]string{csrfHeader: b.csrf}, http.StatusUnsupportedMediaType},
