@@ -36,6 +36,9 @@ const (
 	// RefusedUnknownRuntime: the executor has no such runtime (Field
 	// "runtime"); another one might.
 	RefusedUnknownRuntime RefusalReason = "unknown_runtime"
+	// RefusedNoWorkers: a front end of a cluster has no live worker to
+	// place the call on (none registered, or all stopped heartbeating).
+	RefusedNoWorkers RefusalReason = "no_workers"
 )
 
 // AdmissionRefusals are the reasons an executor's admission refuses a call
@@ -49,6 +52,7 @@ const (
 	CodeRateLimited      = "rate_limited"
 	CodeConcurrencyLimit = "concurrency_limited"
 	CodeDraining         = "draining"
+	CodeNoWorkers        = "no_workers"
 )
 
 // ErrDraining is what a Refusal for RefusedDraining unwraps to.
@@ -94,6 +98,8 @@ func (r *Refusal) Error() string {
 		return fmt.Sprintf("this API key already has %d requests in flight, its limit. %s", r.Limit, r.retry())
 	case RefusedDraining:
 		return ErrDraining.Error() + "; retry against another server or once it is back"
+	case RefusedNoWorkers:
+		return "no worker of the cluster is live to run the call. " + r.retry()
 	}
 	if r.Field != "" {
 		return r.Field + ": " + r.Detail
@@ -147,6 +153,8 @@ func (r *Refusal) Code() string {
 		return CodeConcurrencyLimit
 	case RefusedDraining:
 		return CodeDraining
+	case RefusedNoWorkers:
+		return CodeNoWorkers
 	case RefusedUnknownRuntime:
 		return CodeInvalidRequest
 	}

@@ -21,6 +21,7 @@ func allRefusals() []*Refusal {
 		{Reason: RefusedKeyConcurrency, RetryAfter: time.Second, Limit: 4},
 		{Reason: RefusedDraining},
 		{Reason: RefusedUnknownRuntime, Field: "runtime", Detail: `runtime "cobol" is not installed; installed runtimes: bash`},
+		{Reason: RefusedNoWorkers, RetryAfter: 2 * time.Second},
 	}
 }
 
@@ -33,6 +34,12 @@ func TestRefusalWordsAndUnwraps(t *testing.T) {
 		case RefusedDraining:
 			if !errors.Is(r, ErrDraining) || !strings.Contains(msg, "shutting down") {
 				t.Errorf("%s: %q", r.Reason, msg)
+			}
+		case RefusedNoWorkers:
+			// Not the capacity of a machine that was used up: no machine.
+			if errors.Is(r, ErrAtCapacity) || IsValidation(r) || r.Code() != CodeNoWorkers ||
+				msg != "no worker of the cluster is live to run the call. Retry after 2 seconds" {
+				t.Errorf("%s: %q, code %q", r.Reason, msg, r.Code())
 			}
 		case RefusedUnknownRuntime:
 			var v *ValidationError

@@ -140,6 +140,11 @@ func readError(resp *http.Response) error {
 	if r := refusalFrom(e, doc.Error); r != nil {
 		return r
 	}
+	if e.Code == execapi.CodeWorkerLost {
+		// The server lost the call with its worker: the caller must learn
+		// that the code may have run, as it would have from the engine.
+		return &execapi.WorkerLostError{Why: "reported by the server " + e.Message}
+	}
 	return e
 }
 

@@ -198,14 +198,20 @@ func (g *gate) refuseCall(ctx context.Context, caller string, r *execapi.Refusal
 const (
 	outcomeCancelled = "cancelled" // the caller went away, or the server gave up draining
 	outcomeError     = "error"     // the sandbox failed
+	// outcomeWorkerLost: a cluster's worker was lost with the call, which
+	// may have run (execapi.WorkerLostError).
+	outcomeWorkerLost = "worker_lost"
 )
 
 // classify names a call's outcome for metrics and usage: the Result's own,
 // or, when there is none, why not.
 func classify(ctx context.Context, res execapi.Result, err error) string {
+	var lost *execapi.WorkerLostError
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return outcomeCancelled
+	case errors.As(err, &lost):
+		return outcomeWorkerLost
 	case err != nil:
 		return outcomeError
 	default:

@@ -66,9 +66,15 @@ func (s *Server) tooLarge(w http.ResponseWriter) {
 // writeExecError maps the gate's and the engine's errors to statuses.
 func (s *Server) writeExecError(w http.ResponseWriter, r *http.Request, err error) {
 	var refusal *execapi.Refusal
+	var lost *execapi.WorkerLostError
 	switch {
 	case errors.As(err, &refusal):
 		writeRefusal(w, refusal)
+	case errors.As(err, &lost):
+		// The call was handed on and may have run: no Retry-After, which
+		// would invite a blind retry.
+		s.log.Warn("run lost with its worker", "detail", lost.Detail())
+		writeError(w, http.StatusBadGateway, execapi.CodeWorkerLost, lost.Error())
 	case execapi.IsValidation(err):
 		writeInvalid(w, err)
 	case errors.Is(err, errUnauthorized):

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/scratchrun/scratchrun/internal/admission"
 	"github.com/scratchrun/scratchrun/internal/engine"
 	"github.com/scratchrun/scratchrun/internal/execapi"
@@ -109,6 +111,11 @@ type serverOptions struct {
 	// fake, when set, is the service the server runs requests on instead
 	// of an engine (see scripted): front-end logic alone, no admission.
 	fake *execapitest.Service
+	// wrap, when set, gives the server fake with methods of its own added
+	// (readiness, say), as a cluster's front end has them.
+	wrap func(*execapitest.Service) execapi.Service
+	// metrics are the service's own collectors (Config.Metrics).
+	metrics []prometheus.Collector
 	// console, when set, is mounted as the web console (Config.Console).
 	console func(svc execapi.Service, live func() Live) http.Handler
 	// db, when set, is the key database (a postgres:// URL, or a file
@@ -174,7 +181,10 @@ func startServerWith(t *testing.T, o serverOptions, mutate func(*engine.Config))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Service: svc.(execapi.Service), Policy: svc.Policy(), Keys: keys, MaxBodyBytes: o.maxBody, Conns: o.conns}
+	cfg := Config{Service: svc.(execapi.Service), Policy: svc.Policy(), Keys: keys, MaxBodyBytes: o.maxBody, Conns: o.conns, Metrics: o.metrics}
+	if o.wrap != nil {
+		cfg.Service = o.wrap(o.fake)
+	}
 	cfg.Console = o.console
 	if o.mcp {
 		cfg.MCP = func(svc execapi.Service) http.Handler { return mcpserver.HTTPHandler(svc, mcpserver.Options{}) }

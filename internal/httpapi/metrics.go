@@ -33,7 +33,7 @@ func newMetrics() *metrics {
 		registry: prometheus.NewRegistry(),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "scratchrun_runs_total",
-			Help: "Runs finished, by runtime and outcome (success, nonzero_exit, timeout, memory_limit, cancelled, error).",
+			Help: "Runs finished, by runtime and outcome (success, nonzero_exit, timeout, memory_limit, machine_memory, cancelled, error, worker_lost).",
 		}, []string{"runtime", "outcome"}),
 		runSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "scratchrun_run_duration_seconds",
@@ -52,7 +52,7 @@ func newMetrics() *metrics {
 		}, []string{"route", "code"}),
 		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "scratchrun_rejections_total",
-			Help: "Requests refused before running, by reason (memory, cpu, at_capacity, queue_full, key_rate, key_concurrency, draining, unknown_runtime, unauthorized, invalid_request, body_too_large, forbidden, unsupported_media_type).",
+			Help: "Requests refused before running, by reason (memory, cpu, at_capacity, queue_full, key_rate, key_concurrency, draining, no_workers, unknown_runtime, unauthorized, invalid_request, body_too_large, forbidden, unsupported_media_type).",
 		}, []string{"reason"}),
 		draining: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "scratchrun_draining",
@@ -64,7 +64,7 @@ func newMetrics() *metrics {
 	// Every reason is exported from the start, so a dashboard sees zeros
 	// rather than missing series.
 	reasons := append(append([]execapi.RefusalReason{}, execapi.AdmissionRefusals...),
-		execapi.RefusedKeyRate, execapi.RefusedKeyConcurrency, execapi.RefusedDraining)
+		execapi.RefusedKeyRate, execapi.RefusedKeyConcurrency, execapi.RefusedDraining, execapi.RefusedNoWorkers)
 	for _, r := range reasons {
 		m.rejections.WithLabelValues(string(r))
 	}

@@ -26,13 +26,24 @@ type readiness struct {
 	lastOK time.Time
 }
 
+// readinessReporter is implemented by services that know better than a
+// probe whether they can serve (a cluster's front end: a worker is live);
+// a probe would start a sandbox somewhere to learn less.
+type readinessReporter interface {
+	Ready(ctx context.Context) error
+}
+
 // Ready reports whether the server can serve runs now: a runtime image is
 // installed and the engine has started (and cleanly torn down) a sandbox
 // recently; if it has not, Ready runs a trivial probe through the same admission
-// as every request.
+// as every request. A service that reports its own readiness is asked
+// instead.
 func (s *Server) Ready(ctx context.Context) error {
 	if s.drain.isDraining() {
 		return execapi.ErrDraining
+	}
+	if r, ok := s.cfg.Service.(readinessReporter); ok {
+		return r.Ready(ctx)
 	}
 	info, err := s.gate.Describe(ctx)
 	if err != nil {

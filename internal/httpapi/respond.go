@@ -58,12 +58,13 @@ func writeRefusal(w http.ResponseWriter, r *execapi.Refusal) {
 }
 
 // RefusalStatus is the HTTP status of a refusal: 503 while draining (this
-// server takes nothing more; another may), 400 for one about a request
-// field (an unknown runtime), and otherwise 429 (retry later). Front ends
-// that answer refusals their own way (the console) use it too.
+// server takes nothing more; another may) or when a cluster's front end has
+// no live worker, 400 for one about a request field (an unknown runtime),
+// and otherwise 429 (retry later). Front ends that answer refusals their
+// own way (the console) use it too.
 func RefusalStatus(r *execapi.Refusal) int {
 	switch {
-	case r.Reason == execapi.RefusedDraining:
+	case r.Reason == execapi.RefusedDraining, r.Reason == execapi.RefusedNoWorkers:
 		return http.StatusServiceUnavailable
 	case r.Field != "":
 		return http.StatusBadRequest

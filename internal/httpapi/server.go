@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/scratchrun/scratchrun/internal/execapi"
 	"github.com/scratchrun/scratchrun/internal/store"
 )
@@ -59,6 +61,10 @@ type Config struct {
 	// (it has a sign-in of its own) but behind GuardOrigin as every route
 	// is. Unset, /console answers 404 saying how to turn it on.
 	Console func(svc execapi.Service, live func() Live) http.Handler
+	// Metrics are collectors of the service's own, exported with the
+	// server's at /metrics (a cluster's front end: its workers' capacity
+	// and its placement retries).
+	Metrics []prometheus.Collector
 	// Logger receives operational logs; never keys or request contents.
 	Logger *slog.Logger
 }
@@ -135,6 +141,11 @@ func New(cfg Config) (*Server, error) {
 	}
 	m.registry.MustRegister(newPoolCollector(cfg.Service, runtimes, cfg.Policy.NetworkDefault),
 		newAdmissionCollector(cfg.Service, s.gate.calls.count))
+	for _, c := range cfg.Metrics {
+		if err := m.registry.Register(c); err != nil {
+			return nil, fmt.Errorf("httpapi: register the service's metrics: %w", err)
+		}
+	}
 	s.handler = s.routes()
 	return s, nil
 }

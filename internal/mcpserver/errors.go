@@ -40,9 +40,12 @@ func (t *tool) execErrorMessage(err error) string {
 	var v *execapi.ValidationError
 	var te *ToolError
 	var refusal *execapi.Refusal
+	var lost *execapi.WorkerLostError
 	switch {
 	case errors.As(err, &te):
 		return t.opts.redact(te.Message)
+	case errors.As(err, &lost):
+		return lostMessage(lost)
 	case errors.As(err, &v):
 		field := toolField(v.Field)
 		msg := fmt.Sprintf("Invalid argument %s: %s", field, v.Message)
@@ -69,6 +72,13 @@ func (t *tool) runtimeHint() string {
 		return ""
 	}
 	return fmt.Sprintf(" (installed runtimes: %s)", strings.Join(runtimeNames(info), ", "))
+}
+
+// lostMessage is how the tool shows a call lost with its worker: its one
+// wording (execapi.WorkerLostError), as a sentence.
+func lostMessage(e *execapi.WorkerLostError) string {
+	words := e.Error()
+	return strings.ToUpper(words[:1]) + words[1:] + "."
 }
 
 // refusalMessage is how the tool shows a refusal: its one wording, framed
