@@ -1,0 +1,326 @@
+package frontend
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
+
+	"github.com/scratchrun/scratchrun/internal/cluster"
+	"github.com/scratchrun/scratchrun/internal/execapi"
+)
+
+// Why a call went to another worker (the reason label of
+// scratchrun_placement_retries_total, beside a refusal's reason).
+const (
+	retryNoResponders = "no_responders" // nobody listens on the worker's subjects
+	retryNoAnswer     = "no_answer"     // the offer went unanswered
+	retryPublish      = "publish"       // the offer could not be sent
+	retryElsewhere    = "elsewhere"     // the worker cannot run it, another may
+)
+
+// attempt offers the call to worker w and, when it is ready, sends the
+// request and the go and follows the run to its end. tryNext is set (to
+// why) when nothing ran and the call may go to another worker; err is
+// then the worker's refusal, if it gave one. Otherwise the call ended
+// here, with res or err.
+func (f *Frontend) attempt(ctx context.Context, w cluster.Registration, req execapi.Request, parts [][]byte,
+	events execapi.EventSink, received time.Time) (res execapi.Result, tryNext string, err error) {
+	c := &attemptCall{f: f, w: w, id: nuid.Next(), events: events, received: received}
+	c.box = f.open(c.id)
+	defer f.closeBox(c.id)
+	c.reply = f.inbox + "." + c.id
+	c.subject = cluster.CallSubject(w.ID, c.id)
+
+	offer := cluster.NewFrame(c.subject, c.reply, cluster.KindOffer, parts[0])
+	cluster.SetInt(offer, cluster.HeaderParts, len(parts))
+	offer.Header.Set(cluster.HeaderRuntime, req.Runtime)
+	offer.Header.Set(cluster.HeaderNetwork, req.Network)
+	offer.Header.Set(cluster.HeaderCaller, execapi.CallerFrom(ctx))
+	if err := f.nc.PublishMsg(offer); err != nil {
+		return execapi.Result{}, retryPublish, nil
+	}
+	if tryNext, err := c.awaitReady(ctx); tryNext != "" || err != nil {
+		return execapi.Result{}, tryNext, err
+	}
+	// From the go on, the call is this worker's: never another's.
+	execapi.NoteWorker(ctx, w.ID)
+	c.parts = parts
+	c.sendParts(nil)
+	c.send(cluster.KindGo, nil)
+	return c.follow(ctx)
+}
+
+// attemptCall is one call on one worker.
+type attemptCall struct {
+	f                      *Frontend
+	w                      cluster.Registration
+	id, reply, subject     string
+	box                    *mailbox
+	events                 execapi.EventSink
+	received               time.Time
+	parts                  [][]byte
+	instance               string
+	contiguous             int
+	pending                map[int]*nats.Msg
+	result                 [][]byte
+	resultHave             int
+	heard, goneSince, beat time.Time
+}
+
+// send sends a frame of the call to the worker.
+func (c *attemptCall) send(kind cluster.Kind, set func(*nats.Msg)) {
+	m := cluster.NewFrame(c.subject, c.reply, kind, nil)
+	if set != nil {
+		set(m)
+	}
+	if err := c.f.nc.PublishMsg(m); err != nil {
+		c.f.log.Debug("frame not sent", "kind", kind, "worker", c.w.ID, "err", err)
+	}
+}
+
+// sendParts sends the request's parts after the first (which went with
+// the offer): all of them, or those listed.
+func (c *attemptCall) sendParts(which []int) {
+	if which == nil {
+		for i := 1; i < len(c.parts); i++ {
+			which = append(which, i)
+		}
+	}
+	for _, i := range which {
+		if i <= 0 || i >= len(c.parts) {
+			continue
+		}
+		m := cluster.NewFrame(c.subject, c.reply, cluster.KindPart, c.parts[i])
+		cluster.SetInt(m, cluster.HeaderPart, i)
+		if err := c.f.nc.PublishMsg(m); err != nil {
+			c.f.log.Debug("part not sent", "worker", c.w.ID, "err", err)
+		}
+	}
+}
+
+// awaitReady waits for the worker's answer to the offer. Nothing runs
+// before the go, so every way this ends without "ready" lets the call go
+// elsewhere (or ends it, when the caller went away or the request is one
+// no worker would take).
+func (c *attemptCall) awaitReady(ctx context.Context) (tryNext string, err error) {
+	timer := time.NewTimer(c.f.t.ReadyWait)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			c.send(cluster.KindCancel, nil)
+			return "", ctx.Err()
+		case <-timer.C:
+			// It may yet answer: it is told to forget the offer, and it
+			// would forget it anyway without a go.
+			c.send(cluster.KindCancel, nil)
+			return retryNoAnswer, nil
+		case <-c.box.signal:
+		}
+		for _, m := range c.box.take() {
+			switch {
+			case cluster.NoResponders(m):
+				c.f.reg.markGone(c.w.ID)
+				return retryNoResponders, nil
+			case cluster.KindOf(m) == cluster.KindReady:
+				c.instance = m.Header.Get(cluster.HeaderInstance)
+				c.f.reg.free(c.w.ID, cluster.Int(m, cluster.HeaderFree))
+				return "", nil
+			case cluster.KindOf(m) == cluster.KindRefused:
+				c.f.reg.free(c.w.ID, cluster.Int(m, cluster.HeaderFree))
+				fail := cluster.DecodeFailure(m.Data)
+				if fail.Retryable() {
+					return retryReason(fail), fail.Err(c.w.ID)
+				}
+				return "", fail.Err(c.w.ID)
+			}
+		}
+	}
+}
+
+// retryReason labels a retry after a failure that may go elsewhere.
+func retryReason(f cluster.Failure) string {
+	if f.Refusal != nil {
+		return string(f.Refusal.Reason)
+	}
+	return retryElsewhere
+}
+
+// follow takes the run's frames in order until its result or failure,
+// beats to the worker (acknowledging what it has, so that what was lost
+// is sent again), and gives the call up as lost when the worker falls
+// silent or is a new process.
+func (c *attemptCall) follow(ctx context.Context) (execapi.Result, string, error) {
+	t := c.f.t
+	c.pending = map[int]*nats.Msg{}
+	now := time.Now()
+	c.heard, c.beat = now, now
+	tick := time.NewTicker(t.Beat / 4)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			c.send(cluster.KindCancel, nil)
+			return execapi.Result{}, "", ctx.Err()
+		case <-tick.C:
+			now := time.Now()
+			switch {
+			case now.Sub(c.heard) > t.LostAfter:
+				return c.lost(fmt.Sprintf("no word from it for %s", now.Sub(c.heard).Round(100*time.Millisecond)))
+			case !c.goneSince.IsZero() && now.Sub(c.goneSince) > t.GoneAfter:
+				return c.lost(fmt.Sprintf("nobody listened on its subjects for %s", now.Sub(c.goneSince).Round(100*time.Millisecond)))
+			case now.Sub(c.beat) >= t.Beat || !c.goneSince.IsZero():
+				c.sendBeat(now)
+			}
+		case <-c.box.signal:
+		}
+		for _, m := range c.box.take() {
+			if res, tryNext, err, done := c.take(m); done {
+				return res, tryNext, err
+			}
+		}
+	}
+}
+
+// sendBeat tells the worker the caller still waits and which frames it has.
+func (c *attemptCall) sendBeat(now time.Time) {
+	c.beat = now
+	c.send(cluster.KindBeat, func(m *nats.Msg) { cluster.SetInt(m, cluster.HeaderAck, c.contiguous) })
+}
+
+// take handles one frame from the worker; done says the call ended.
+func (c *attemptCall) take(m *nats.Msg) (res execapi.Result, tryNext string, err error, done bool) {
+	now := time.Now()
+	if cluster.NoResponders(m) {
+		// The worker's subscription is gone: it died, or it is moving to
+		// another NATS node; a beat answered again says which.
+		if c.goneSince.IsZero() {
+			c.goneSince = now
+		}
+		return
+	}
+	if inst := m.Header.Get(cluster.HeaderInstance); inst != "" && inst != c.instance {
+		res, tryNext, err = c.lost("a new process of it answered: it restarted")
+		return res, tryNext, err, true
+	}
+	c.heard, c.goneSince = now, time.Time{}
+	c.f.reg.heard(c.w.ID, now)
+	switch cluster.KindOf(m) {
+	case cluster.KindUnknown:
+		res, tryNext, err = c.lost("it no longer knows the call")
+		return res, tryNext, err, true
+	case cluster.KindBeat:
+		switch m.Header.Get(cluster.HeaderState) {
+		case cluster.StateWaiting:
+			// The go, or parts, were lost on the way (a NATS node gone).
+			c.sendParts(parseList(m.Header.Get(cluster.HeaderMissing)))
+			c.send(cluster.KindGo, nil)
+		default:
+			if cluster.Int(m, cluster.HeaderLast) > c.contiguous && now.Sub(c.beat) > c.f.t.Beat/2 {
+				c.sendBeat(now) // frames are missing: ask for them again
+			}
+		}
+		return
+	}
+	seq := cluster.Int(m, cluster.HeaderSeq)
+	if seq <= c.contiguous || c.pending[seq] != nil {
+		return // a frame sent again that came twice
+	}
+	c.pending[seq] = m
+	for {
+		next := c.pending[c.contiguous+1]
+		if next == nil {
+			return
+		}
+		delete(c.pending, c.contiguous+1)
+		c.contiguous++
+		if res, tryNext, err, done = c.process(next); done {
+			c.send(cluster.KindDone, nil)
+			return res, tryNext, err, true
+		}
+	}
+}
+
+// process handles the worker's numbered frames, in order.
+func (c *attemptCall) process(m *nats.Msg) (res execapi.Result, tryNext string, err error, done bool) {
+	switch cluster.KindOf(m) {
+	case cluster.KindEvents:
+		var evs []cluster.WireEvent
+		if json.Unmarshal(m.Data, &evs) == nil && c.events != nil {
+			for _, we := range evs {
+				ev := we.Event()
+				ev.Elapsed = time.Since(c.received)
+				c.events(ev)
+			}
+		}
+	case cluster.KindResult:
+		part, parts := cluster.Int(m, cluster.HeaderPart), cluster.Int(m, cluster.HeaderParts)
+		if parts < 1 || part < 0 || part >= parts || c.result != nil && len(c.result) != parts {
+			return execapi.Result{}, "", fmt.Errorf("worker %s sent a malformed result (part %d of %d)", c.w.ID, part, parts), true
+		}
+		if c.result == nil {
+			c.result = make([][]byte, parts)
+		}
+		if c.result[part] == nil {
+			c.result[part], c.resultHave = m.Data, c.resultHave+1
+		}
+		if c.resultHave == parts {
+			var r execapi.Result
+			if err := json.Unmarshal(joinParts(c.result), &r); err != nil {
+				return execapi.Result{}, "", fmt.Errorf("worker %s sent a result that is not the contract's JSON: %w", c.w.ID, err), true
+			}
+			if r.Files == nil {
+				r.Files = map[string]string{}
+			}
+			return r, "", nil, true
+		}
+	case cluster.KindFailed:
+		fail := cluster.DecodeFailure(m.Data)
+		if fail.Retryable() {
+			// Its engine refused after all (admission): nothing ran.
+			return execapi.Result{}, retryReason(fail), fail.Err(c.w.ID), true
+		}
+		return execapi.Result{}, "", fail.Err(c.w.ID), true
+	}
+	return
+}
+
+// lost ends the call as lost with its worker: it may have run, and it is
+// never sent to another. The worker, if it lives, is told to kill it.
+func (c *attemptCall) lost(why string) (execapi.Result, string, error) {
+	c.send(cluster.KindCancel, nil)
+	c.f.m.lost.Inc()
+	c.f.log.Warn("a call was lost with its worker", "worker", c.w.ID, "why", why)
+	return execapi.Result{}, "", &execapi.WorkerLostError{Worker: c.w.ID, Why: why}
+}
+
+func joinParts(parts [][]byte) []byte {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	out := make([]byte, 0, n)
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+func parseList(s string) []int {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		if n, err := strconv.Atoi(f); err == nil {
+			out = append(out, n)
+		}
+	}
+	if out == nil {
+		out = []int{}
+	}
+	return out
+}

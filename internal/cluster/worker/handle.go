@@ -1,0 +1,199 @@
+package worker
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/scratchrun/scratchrun/internal/cluster"
+	"github.com/scratchrun/scratchrun/internal/execapi"
+)
+
+// maxParts bounds the parts an offer may announce: a request is at most
+// the front end's body limit, which no sane limit cuts into more.
+const maxParts = 4096
+
+// handle takes one frame addressed to the worker. NATS calls it for one
+// message at a time; it never waits for a run.
+func (w *Worker) handle(m *nats.Msg) {
+	id := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
+	if m.Reply == "" {
+		return // nobody to answer: no front end sends such a frame
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return
+	}
+	c := w.calls[id]
+	kind := cluster.KindOf(m)
+	if c != nil {
+		c.heard = time.Now()
+	}
+	switch kind {
+	case cluster.KindOffer:
+		if c == nil {
+			w.offerLocked(id, m)
+		}
+	case cluster.KindPart:
+		if c != nil && c.state == cluster.StateWaiting {
+			if i := cluster.Int(m, cluster.HeaderPart); i > 0 && i < len(c.parts) && c.parts[i] == nil {
+				c.parts[i] = m.Data
+				c.have++
+				w.startIfCompleteLocked(c)
+			}
+		}
+	case cluster.KindGo:
+		if c == nil {
+			w.answerLocked(m, cluster.KindUnknown, nil)
+			return
+		}
+		if c.state == cluster.StateWaiting {
+			c.goSeen = true
+			w.startIfCompleteLocked(c)
+		}
+	case cluster.KindBeat:
+		if c == nil {
+			w.answerLocked(m, cluster.KindUnknown, nil)
+			return
+		}
+		w.ackLocked(c, cluster.Int(m, cluster.HeaderAck))
+		w.beatLocked(c, m.Reply)
+	case cluster.KindCancel:
+		if c == nil {
+			return
+		}
+		switch c.state {
+		case cluster.StateWaiting:
+			w.forgetLocked(id)
+		case cluster.StateRunning:
+			c.callerGone = true
+			c.cancel()
+		default:
+			delete(w.calls, id)
+		}
+	case cluster.KindDone:
+		if c != nil && c.state == cluster.StateFinished {
+			delete(w.calls, id)
+		}
+	}
+}
+
+// offerLocked takes an offer: refused at once when the worker drains or
+// does not offer the runtime or the network, else held until its go.
+func (w *Worker) offerLocked(id string, m *nats.Msg) {
+	if _, gone := w.tombs[id]; gone {
+		return
+	}
+	n := cluster.Int(m, cluster.HeaderParts)
+	if n < 1 || n > maxParts {
+		w.refuseLocked(m, cluster.Failure{Invalid: &cluster.Invalid{Field: "request", Message: "the front end sent an offer with " + strconv.Itoa(n) + " parts"}})
+		return
+	}
+	if w.draining {
+		w.refuseLocked(m, cluster.Failure{Refusal: &execapi.Refusal{Reason: execapi.RefusedDraining}})
+		return
+	}
+	if f, ok := w.checkOfferLocked(m.Header.Get(cluster.HeaderRuntime), m.Header.Get(cluster.HeaderNetwork)); !ok {
+		w.refuseLocked(m, f)
+		return
+	}
+	now := time.Now()
+	c := &call{id: id, reply: m.Reply, caller: m.Header.Get(cluster.HeaderCaller), state: cluster.StateWaiting,
+		parts: make([][]byte, n), created: now, heard: now}
+	c.parts[0], c.have = m.Data, 1
+	if c.parts[0] == nil {
+		c.parts[0] = []byte{}
+	}
+	w.calls[id] = c
+	w.answerLocked(m, cluster.KindReady, nil)
+}
+
+// checkOfferLocked refuses, before anything is sent to it, a call whose
+// runtime or network the worker does not offer: another worker may. The
+// request's other fields are checked with the engine's own policy once
+// it has come whole.
+func (w *Worker) checkOfferLocked(runtime, network string) (cluster.Failure, bool) {
+	var aliases map[string]string
+	if w.cfg.Aliases != nil {
+		aliases = w.cfg.Aliases()
+	}
+	if runtime != "" && !w.offers(runtime, aliases) {
+		return cluster.Failure{Refusal: w.notOffered(runtime)}, false
+	}
+	if network == execapi.NetworkEgress && !w.cfg.Engine.Policy().AllowEgress {
+		return cluster.Failure{Invalid: &cluster.Invalid{Field: "network", Message: "\"egress\" is not allowed on worker " + w.cfg.ID},
+			Elsewhere: true}, false
+	}
+	return cluster.Failure{}, true
+}
+
+// notOffered is the refusal of a runtime the operator did not let this
+// worker offer.
+func (w *Worker) notOffered(runtime string) *execapi.Refusal {
+	offered := make([]string, 0, len(w.offered))
+	for rt := range w.offered {
+		offered = append(offered, rt)
+	}
+	return &execapi.Refusal{Reason: execapi.RefusedUnknownRuntime, Field: "runtime",
+		Detail: "runtime " + strconv.Quote(runtime) + " is not offered by worker " + w.cfg.ID + " (it offers " + strings.Join(sorted(offered), ", ") + ")"}
+}
+
+func (w *Worker) refuseLocked(m *nats.Msg, f cluster.Failure) {
+	w.answerLocked(m, cluster.KindRefused, cluster.EncodeFailure(f))
+}
+
+// answerLocked sends an unnumbered frame in reply to m, with the worker's
+// instance and free sandboxes.
+func (w *Worker) answerLocked(m *nats.Msg, kind cluster.Kind, body []byte) {
+	a := cluster.NewFrame(m.Reply, "", kind, body)
+	a.Header.Set(cluster.HeaderInstance, w.instance)
+	if kind == cluster.KindReady || kind == cluster.KindRefused {
+		cluster.SetInt(a, cluster.HeaderFree, w.cfg.Engine.Admission().Free)
+	}
+	if err := w.cfg.Conn.PublishMsg(a); err != nil {
+		w.log.Warn("answer not sent", "kind", kind, "err", err)
+	}
+}
+
+// beatLocked answers a caller's beat: where the call stands, the last
+// frame sent, and the parts still missing.
+func (w *Worker) beatLocked(c *call, reply string) {
+	b := cluster.NewFrame(reply, "", cluster.KindBeat, nil)
+	b.Header.Set(cluster.HeaderInstance, w.instance)
+	b.Header.Set(cluster.HeaderState, c.state)
+	cluster.SetInt(b, cluster.HeaderLast, c.seq)
+	if c.state == cluster.StateWaiting {
+		var missing []string
+		for _, i := range c.missing() {
+			missing = append(missing, strconv.Itoa(i))
+		}
+		b.Header.Set(cluster.HeaderMissing, strings.Join(missing, ","))
+	}
+	if err := w.cfg.Conn.PublishMsg(b); err != nil {
+		w.log.Warn("beat not sent", "err", err)
+	}
+}
+
+// ackLocked forgets the frames the caller has, and sends again those it
+// lacks that went out a while ago (lost with a NATS node, say).
+func (w *Worker) ackLocked(c *call, ack int) {
+	i := 0
+	for i < len(c.unacked) && c.unacked[i].seq <= ack {
+		i++
+	}
+	c.unacked = c.unacked[i:]
+	now := time.Now()
+	for _, f := range c.unacked {
+		if now.Sub(f.at) < w.t.Resend {
+			break
+		}
+		f.at = now
+		if err := w.cfg.Conn.PublishMsg(f.msg); err != nil {
+			w.log.Warn("frame not sent again", "err", err)
+			return
+		}
+	}
+}
