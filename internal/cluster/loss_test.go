@@ -23,7 +23,9 @@ func TestLostWorkerIsAnErrorNeverARerun(t *testing.T) {
 	doomed, other := newEngine("bash"), newEngine("bash")
 	hold := make(chan struct{})
 	defer close(hold)
-	doomed.Respond(func(context.Context, execapitest.Call) execapitest.Response { return execapitest.Response{Release: hold} })
+	doomed.Respond(func(context.Context, execapitest.Call) execapitest.Response {
+		return execapitest.Response{Release: hold}
+	})
 	other.free.Store(1) // the doomed worker is preferred
 	_, conn := startWorker(t, ns.URLs(), "w-doomed", doomed, nil)
 	startWorker(t, ns.URLs(), "w-other", other, nil)
@@ -65,7 +67,9 @@ func TestRestartedWorkerIsALoss(t *testing.T) {
 	old := newEngine("bash")
 	hold := make(chan struct{})
 	defer close(hold)
-	old.Respond(func(context.Context, execapitest.Call) execapitest.Response { return execapitest.Response{Release: hold} })
+	old.Respond(func(context.Context, execapitest.Call) execapitest.Response {
+		return execapitest.Response{Release: hold}
+	})
 	_, conn := startWorker(t, ns.URLs(), "w1", old, nil)
 	// A front end slow to call a silent worker lost: only the restart can
 	// end the call quickly.
