@@ -43,6 +43,8 @@ func run(args []string) int {
 		return cmdMCP(args[1:])
 	case "serve":
 		return cmdServe(args[1:])
+	case "worker":
+		return cmdWorker(args[1:])
 	case "keys":
 		return cmdKeys(args[1:])
 	case "bench":
@@ -72,7 +74,8 @@ commands:
               scratchrun exec --runtime bash script.sh --env NAME=value --file /tmp/in.csv=@data.csv --return /tmp/out.png
               scratchrun exec --request req.json      (or - for stdin; prints the result JSON)
   mcp       serve the scratchrun_exec MCP tool (stdio; --http ADDR for Streamable HTTP)
-  serve     run the HTTP API server (POST /v1/exec, /mcp, /metrics)
+  serve     run the HTTP API server (POST /v1/exec, /mcp, /metrics); with --nats, a cluster's front end
+  worker    serve a cluster's calls with this machine's engine (scratchrun worker --nats URL)
   keys      manage the server's API keys (create, list, revoke, usage)
   images    manage runtime images
               scratchrun images build [RUNTIME|IMAGE...] [--force]

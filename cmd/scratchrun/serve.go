@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/scratchrun/scratchrun/internal/admission"
 	"github.com/scratchrun/scratchrun/internal/console"
 	"github.com/scratchrun/scratchrun/internal/execapi"
@@ -46,9 +48,10 @@ func cmdServe(args []string) int {
 	metricsAddr := fs.String("metrics-addr", "", "also serve /metrics, without keys, on `HOST:PORT` (env SCRATCHRUN_METRICS_ADDR; loopback unless --allow-public-metrics)")
 	allowPublicMetrics := fs.Bool("allow-public-metrics", false, "let --metrics-addr listen beyond loopback (anyone who reaches it reads the metrics)")
 	consoleFlag := fs.String("console-token", "", "serve the web console at /console, signed in with this `TOKEN` (env SCRATCHRUN_CONSOLE_TOKEN, preferred: a flag shows in ps; at least 16 characters)")
+	nf := addNATSFlags(fs, "serve as a cluster's front end, with no engine here: place calls on the workers (scratchrun worker) registered at these NATS servers")
 	addOperatorFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `usage: scratchrun serve [--addr HOST:PORT] [--db FILE|postgres://...] [flags]
+		fmt.Fprint(fs.Output(), `usage: scratchrun serve [--addr HOST:PORT] [--db FILE|postgres://...] [--nats URL[,URL...]] [flags]
 
 Serves the HTTP API (POST /v1/exec, GET /v1/runtimes, /healthz, /readyz,
 /metrics) and the MCP tool at /mcp, with the API keys of 'scratchrun keys'
@@ -58,7 +61,10 @@ serves without authentication, and then only on a loopback address unless
 for a Prometheus scraper. Servers that share a --db (a postgres:// URL, or
 one SQLite file on one machine) hold each key to its limits together.
 With --console-token (or SCRATCHRUN_CONSOLE_TOKEN) it also serves a web
-console at /console: keys, usage, live state and a playground.
+console at /console: keys, usage, live state and a playground. With --nats
+it is a cluster's front end: no engine of its own, calls placed on the
+workers registered there (several front ends may run side by side over one
+postgres:// --db).
 
 flags:
 `)
@@ -94,6 +100,8 @@ flags:
 		}
 	}
 	overrides := engineOverrides{capacity: *capacity, queue: *queueLen}
+	clustered := nf.given()
+	var engineFlag string
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
 		case "queue-wait":
@@ -101,7 +109,15 @@ flags:
 		case "cpu-threshold":
 			overrides.cpuThreshold = cpuThreshold
 		}
+		for _, name := range engineOnlyFlags {
+			if f.Name == name && engineFlag == "" {
+				engineFlag = name
+			}
+		}
 	})
+	if clustered && engineFlag != "" {
+		return serveUsageError(fmt.Sprintf("--%s shapes a local engine, and with --nats there is none: give it to each `scratchrun worker`", engineFlag))
+	}
 	if overrides.cpuThreshold != nil && (*cpuThreshold < 0 || *cpuThreshold > 1) {
 		return serveUsageError("--cpu-threshold: want a share of time between 0 and 1, e.g. 0.8 (0: no CPU condition)")
 	}
@@ -169,15 +185,46 @@ flags:
 	}
 
 	log := newLogger()
-	eng, err := newEngine(log, overrides)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "scratchrun serve: %v\n", err)
-		return exitInternal
-	}
-	closeEngine := func() {
-		if err := eng.Close(); err != nil {
-			fmt.Fprintf(os.Stderr, "scratchrun serve: release the engine: %v\n", err)
+	var svc execapi.Service
+	var policy execapi.Policy
+	var extraMetrics []prometheus.Collector
+	var drainTimeout time.Duration
+	var closeEngine func()
+	var describe func() string
+	if clustered {
+		if !store.IsPostgresURL(db) {
+			fmt.Fprintf(os.Stderr, "scratchrun serve: warning: keys in the SQLite file %s: front ends on other machines cannot share it (use --db postgres://...)\n", dbShown)
 		}
+		if policy, err = frontendPolicy(log); err != nil {
+			return serveUsageError(err.Error())
+		}
+		fe, nc, err := openFrontend(nf, log, policy, overrides.queueWait)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "scratchrun serve: %v\n", err)
+			return exitInternal
+		}
+		svc, extraMetrics = fe, fe.Collectors()
+		// Runs in flight at a drain end on the workers, which finish them:
+		// the wait is theirs, plus placement's queue wait.
+		drainTimeout = policy.MaxTimeout + 15*time.Second + max(*queueWait, 0)
+		closeEngine = func() {
+			fe.Close()
+			nc.Close()
+		}
+		describe = func() string { return clusterText(fe, nc) }
+	} else {
+		eng, err := newEngine(log, overrides)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "scratchrun serve: %v\n", err)
+			return exitInternal
+		}
+		svc, policy = eng, eng.Policy()
+		closeEngine = func() {
+			if err := eng.Close(); err != nil {
+				fmt.Fprintf(os.Stderr, "scratchrun serve: release the engine: %v\n", err)
+			}
+		}
+		describe = func() string { return admissionText(eng.Admission()) }
 	}
 	var mountConsole func(execapi.Service, func() httpapi.Live) http.Handler
 	if consoleToken != "" {
@@ -189,8 +236,10 @@ flags:
 		mountConsole = con.Mount
 	}
 	srv, err := httpapi.New(httpapi.Config{
-		Service:      eng,
-		Policy:       eng.Policy(),
+		Service:      svc,
+		Policy:       policy,
+		DrainTimeout: drainTimeout,
+		Metrics:      extraMetrics,
 		Keys:         keys,
 		MaxBodyBytes: bodyLimit,
 		Conns:        limits,
@@ -210,7 +259,7 @@ flags:
 	if !hasKeys {
 		fmt.Fprintf(os.Stderr, "scratchrun serve: no API keys exist: serving WITHOUT authentication until one is created (scratchrun keys create --name NAME --db %s)\n", dbShown)
 	}
-	fmt.Fprintf(os.Stderr, "scratchrun serve: listening on http://%s (%s; keys in %s)\n", ln.Addr(), admissionText(eng.Admission()), dbShown)
+	fmt.Fprintf(os.Stderr, "scratchrun serve: listening on http://%s (%s; keys in %s)\n", ln.Addr(), describe(), dbShown)
 	if consoleToken != "" {
 		fmt.Fprintf(os.Stderr, "scratchrun serve: web console at http://%s/console (sign in with the console token)\n", ln.Addr())
 	}

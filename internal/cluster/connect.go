@@ -124,7 +124,9 @@ func (o ConnOptions) natsOptions() ([]nats.Option, error) {
 		nats.MaxPingsOutstanding(maxPingsOut),
 		nats.Timeout(connectWait),
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
-			log.Warn("nats: disconnected", "err", err)
+			if err != nil { // nil: this side closed the connection
+				log.Warn("nats: disconnected", "err", err)
+			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Warn("nats: reconnected", "server", redactURL(nc.ConnectedUrl()))

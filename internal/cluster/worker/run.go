@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"sort"
 	"time"
 
@@ -59,10 +58,13 @@ func (w *Worker) run(ctx context.Context, c *call, body []byte) {
 		w.sendLocked(c, cluster.KindFailed, cluster.EncodeFailure(cluster.Failure{
 			Message: "the worker was stopped before the run finished; its sandbox was killed"}), -1, -1)
 	default:
-		if ctx.Err() == nil && !errors.Is(err, context.Canceled) {
+		fail := cluster.FailureOf(err)
+		if fail.Message != "" && ctx.Err() == nil {
+			// Refusals and invalid requests are the caller's news, not
+			// the operator's.
 			w.log.Warn("run failed", "call", c.id, "err", err)
 		}
-		w.sendLocked(c, cluster.KindFailed, cluster.EncodeFailure(cluster.FailureOf(err)), -1, -1)
+		w.sendLocked(c, cluster.KindFailed, cluster.EncodeFailure(fail), -1, -1)
 	}
 	c.state, c.finished, c.cancel = cluster.StateFinished, time.Now(), nil
 	if c.callerGone {
