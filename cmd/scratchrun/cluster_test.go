@@ -262,7 +262,9 @@ func clusterKeyLimits(t *testing.T, c *testCluster) {
 	for _, r := range ran {
 		edges = append(edges, edge{r.start, 1}, edge{r.end, -1})
 	}
-	sort.Slice(edges, func(i, j int) bool { return edges[i].at < edges[j].at || edges[i].at == edges[j].at && edges[i].delta < edges[j].delta })
+	sort.Slice(edges, func(i, j int) bool {
+		return edges[i].at < edges[j].at || edges[i].at == edges[j].at && edges[i].delta < edges[j].delta
+	})
 	most, now := 0, 0
 	for _, e := range edges {
 		now += e.delta
