@@ -29,7 +29,7 @@ func addNATSFlags(fs *flag.FlagSet, what string) *natsFlags {
 	fs.StringVar(&n.passwordFile, "nats-password-file", "", "`FILE` holding the NATS user's password (env SCRATCHRUN_NATS_PASSWORD_FILE)")
 	fs.StringVar(&n.nkey, "nats-nkey", "", "NATS nkey seed `FILE` (env SCRATCHRUN_NATS_NKEY)")
 	fs.StringVar(&n.creds, "nats-creds", "", "NATS credentials `FILE` (user JWT and seed; env SCRATCHRUN_NATS_CREDS)")
-	fs.BoolVar(&n.allowInsecure, "nats-allow-insecure", false, "let NATS servers beyond loopback be reached without TLS or credentials (calls carry code and secrets: only on a network you trust for that)")
+	fs.BoolVar(&n.allowInsecure, "nats-allow-insecure", false, "let NATS servers beyond loopback be reached without TLS or credentials (env SCRATCHRUN_NATS_ALLOW_INSECURE=1; calls carry code and secrets: only on a network you trust for that)")
 	return n
 }
 

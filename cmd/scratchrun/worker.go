@@ -36,7 +36,7 @@ const workerDrainAllowance = 15 * time.Second
 func cmdWorker(args []string) int {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	nf := addNATSFlags(fs, "the NATS servers of the cluster")
-	id := fs.String("id", "", "the worker's `ID` in the cluster: letters, digits, '-' and '_' (env SCRATCHRUN_WORKER_ID; default the NATS user, else the host name)")
+	id := fs.String("id", "", "the worker's `ID` in the cluster: letters, digits, '-' and '_' (env SCRATCHRUN_WORKER_ID; default the NATS user, else the host name, with other characters made '-')")
 	runtimes := fs.String("runtimes", "", "offer only these runtimes (`LIST`, comma-separated; env SCRATCHRUN_WORKER_RUNTIMES; default every installed one)")
 	capacity := fs.Int("capacity", 0, fmt.Sprintf("at most this many sandboxes at once, whatever the machine has room for (env SCRATCHRUN_MAX_CONCURRENT; default %d, a safety bound)", admission.HardCapacity))
 	memoryBudget := fs.String("memory-budget", "", "memory all sandboxes may use together (`SIZE`; 0: no budget; env SCRATCHRUN_MEMORY_BUDGET_MB; default: the machine's memory less the larger of 1 GiB and a tenth)")
@@ -71,7 +71,7 @@ flags:
 	if err != nil {
 		return workerUsageError(err.Error())
 	}
-	workerID := firstNonEmpty(*id, os.Getenv("SCRATCHRUN_WORKER_ID"), connOpts.User, hostWorkerID())
+	workerID := firstNonEmpty(*id, os.Getenv("SCRATCHRUN_WORKER_ID"), asWorkerID(connOpts.User), hostWorkerID())
 	if err := cluster.ValidateWorkerID(workerID); err != nil {
 		return workerUsageError("--id: " + err.Error())
 	}
@@ -222,19 +222,23 @@ func serveWorkerHealth(addr string, nc *nats.Conn, draining *atomic.Bool, log *s
 // what an id may not hold replaced.
 func hostWorkerID() string {
 	host, err := os.Hostname()
-	if err != nil || host == "" {
+	if err != nil {
 		return "worker"
 	}
 	host, _, _ = strings.Cut(host, ".")
-	host = regexp.MustCompile(`[^A-Za-z0-9_-]`).ReplaceAllString(host, "-")
-	host = strings.TrimLeft(host, "-_")
-	if len(host) > 63 {
-		host = host[:63]
+	return firstNonEmpty(asWorkerID(host), "worker")
+}
+
+// asWorkerID makes a name (a NATS user, a Kubernetes node's name) an id:
+// what an id may not hold becomes '-' ("ip-10-0-0-1.ec2.internal" is
+// "ip-10-0-0-1-ec2-internal"); "" for a name with nothing usable.
+func asWorkerID(name string) string {
+	name = regexp.MustCompile(`[^A-Za-z0-9_-]`).ReplaceAllString(name, "-")
+	name = strings.TrimLeft(name, "-_")
+	if len(name) > 63 {
+		name = name[:63]
 	}
-	if host == "" {
-		return "worker"
-	}
-	return host
+	return name
 }
 
 // splitList reads a comma-separated list, ignoring blanks.
