@@ -37,8 +37,29 @@ func cmdBench(args []string) int {
 	sweep := fs.String("sweep", "", "instead of timing a workload against bare, send bursts of this many calls at once (`LIST`, e.g. 1,100,200) through an engine with a server's defaults (admission, warm pool), and report successes, refusals, latency and memory")
 	rounds := fs.Int("rounds", 2, "bursts per concurrency of --sweep (the warm pool grows after the first)")
 	pause := fs.Duration("pause", 15*time.Second, "pause between the bursts of --sweep (lets the warm pool refill)")
+	clustered := fs.Bool("cluster", false, "instead of comparing with bare, measure what a cluster's hop adds: the same engine called directly and through a front end, NATS (--nats) and a worker in this process, alternately (--workload takes a list; default bash-echo,python-print)")
+	nf := addNATSFlags(fs, "the NATS servers --cluster goes through")
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return flagExit(err)
+	}
+	if *clustered {
+		workloadSet := false
+		fs.Visit(func(f *flag.Flag) { workloadSet = workloadSet || f.Name == "workload" })
+		wls, err := clusterWorkloads(*workload, workloadSet)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "scratchrun bench: %v\n", err)
+			return exitUsage
+		}
+		if !nf.given() {
+			fmt.Fprintln(os.Stderr, "scratchrun bench: --cluster needs --nats URL (a NATS server with JetStream, e.g. nats-server -js on loopback)")
+			return exitUsage
+		}
+		if *network == execapi.NetworkEgress {
+			operator.allowEgress = true
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return benchCluster(ctx, clusterBenchOptions{workloads: wls, n: *n, warmup: *warmup, interval: *interval, network: *network, nats: nf, json: *asJSON})
 	}
 	if *idleMemory {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -87,6 +87,7 @@ commands:
               scratchrun images prune
   bench     measure a workload in sandboxes against the same interpreter run bare
               scratchrun bench --workload python-print|bash-echo|node-print|chart [--n N] [--concurrency C] [--network none|egress] [--json]
+              scratchrun bench --cluster --nats URL [--workload bash-echo,python-print] [--n N] [--interval 100ms]
   version   print the version
 
 Run 'scratchrun COMMAND --help' for a command's flags. Operator settings are

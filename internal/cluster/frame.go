@@ -82,8 +82,6 @@ const (
 	HeaderMissing = "Sr-Missing"
 	// HeaderInstance is the worker process's Instance, in its answers.
 	HeaderInstance = "Sr-Instance"
-	// HeaderFree is the worker's free sandboxes now, in ready and refused.
-	HeaderFree = "Sr-Free"
 	// HeaderRuntime, HeaderNetwork and HeaderCaller describe an offer.
 	HeaderRuntime = "Sr-Runtime"
 	HeaderNetwork = "Sr-Network"

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/scratchrun/scratchrun/internal/cluster/frontend"
+	"github.com/scratchrun/scratchrun/internal/cluster/worker"
 	"github.com/scratchrun/scratchrun/internal/execapi"
 	"github.com/scratchrun/scratchrun/internal/execapi/execapitest"
 	"github.com/scratchrun/scratchrun/internal/testenv/natsserver"
@@ -160,13 +161,15 @@ func TestCallsSurviveTheLossOfANATSNode(t *testing.T) {
 			return execapitest.Response{Result: execapitest.Success("ok\n"), Delay: 150 * time.Millisecond}
 		})
 	}
-	// Each on its own node first, so that the kill cuts a worker off.
-	startWorker(t, []string{urls[0], urls[1], urls[2]}, "w1", eng1, nil)
-	startWorker(t, []string{urls[1], urls[2], urls[0]}, "w2", eng2, nil)
+	// Each on its own node first, so that the kill cuts a worker off. The
+	// default timings: a node's loss must fit in them.
+	defaults := func(c *worker.Config) { c.Timing = worker.Timing{} }
+	startWorker(t, []string{urls[0], urls[1], urls[2]}, "w1", eng1, defaults)
+	startWorker(t, []string{urls[1], urls[2], urls[0]}, "w2", eng2, defaults)
 	f := startFrontend(t, []string{urls[2], urls[0], urls[1]}, func(c *frontend.Config) {
 		c.Replicas = 3
 		c.QueueWait = 5 * time.Second
-		c.Timing = frontend.Timing{} // the defaults: a node's loss must fit in them
+		c.Timing = frontend.Timing{}
 	})
 	waitWorkers(t, f, "w1", "w2")
 	var failures atomic.Int64

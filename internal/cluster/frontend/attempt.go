@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -130,10 +131,8 @@ func (c *attemptCall) awaitReady(ctx context.Context) (tryNext string, err error
 				return retryNoResponders, nil
 			case cluster.KindOf(m) == cluster.KindReady:
 				c.instance = m.Header.Get(cluster.HeaderInstance)
-				c.f.reg.free(c.w.ID, cluster.Int(m, cluster.HeaderFree))
 				return "", nil
 			case cluster.KindOf(m) == cluster.KindRefused:
-				c.f.reg.free(c.w.ID, cluster.Int(m, cluster.HeaderFree))
 				fail := cluster.DecodeFailure(m.Data)
 				if fail.Retryable() {
 					return retryReason(fail), fail.Err(c.w.ID)
@@ -283,7 +282,11 @@ func (c *attemptCall) process(m *nats.Msg) (res execapi.Result, tryNext string, 
 	case cluster.KindFailed:
 		fail := cluster.DecodeFailure(m.Data)
 		if fail.Retryable() {
-			// Its engine refused after all (admission): nothing ran.
+			// Its engine refused after all (admission): nothing ran, and
+			// until its next heartbeat it counts as full.
+			if fail.Refusal != nil && slices.Contains(execapi.AdmissionRefusals, fail.Refusal.Reason) {
+				c.f.reg.free(c.w.ID, 0)
+			}
 			return execapi.Result{}, retryReason(fail), fail.Err(c.w.ID), true
 		}
 		return execapi.Result{}, "", fail.Err(c.w.ID), true

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -48,6 +49,9 @@ type Config struct {
 	Replicas int
 	// Timing tunes beats and how soon a silent worker is lost.
 	Timing Timing
+	// Only, when set, keeps placement to these workers (a benchmark
+	// measuring one worker among others registered).
+	Only []string
 	// Logger receives operational logs; never request contents.
 	Logger *slog.Logger
 }
@@ -261,8 +265,14 @@ func (f *Frontend) Close() {
 	}
 }
 
-// Workers lists the workers live now, by id.
-func (f *Frontend) Workers() []cluster.Registration { return f.reg.live(time.Now()) }
+// Workers lists the workers live now (those of Config.Only, when set), by id.
+func (f *Frontend) Workers() []cluster.Registration {
+	live := f.reg.live(time.Now())
+	if len(f.cfg.Only) > 0 {
+		live = slices.DeleteFunc(live, func(w cluster.Registration) bool { return !slices.Contains(f.cfg.Only, w.ID) })
+	}
+	return live
+}
 
 // Ready reports whether a worker is live to take calls.
 func (f *Frontend) Ready(context.Context) error {

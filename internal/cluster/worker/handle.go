@@ -116,11 +116,7 @@ func (w *Worker) offerLocked(id string, m *nats.Msg) {
 // request's other fields are checked with the engine's own policy once
 // it has come whole.
 func (w *Worker) checkOfferLocked(runtime, network string) (cluster.Failure, bool) {
-	var aliases map[string]string
-	if w.cfg.Aliases != nil {
-		aliases = w.cfg.Aliases()
-	}
-	if runtime != "" && !w.offers(runtime, aliases) {
+	if runtime != "" && !w.offers(runtime, w.aliases) {
 		return cluster.Failure{Refusal: w.notOffered(runtime)}, false
 	}
 	if network == execapi.NetworkEgress && !w.cfg.Engine.Policy().AllowEgress {
@@ -146,13 +142,12 @@ func (w *Worker) refuseLocked(m *nats.Msg, f cluster.Failure) {
 }
 
 // answerLocked sends an unnumbered frame in reply to m, with the worker's
-// instance and free sandboxes.
+// instance. (Not its free sandboxes: asking admission reads the cgroups'
+// memory and the CPUs' pressure, which cost more than the answer itself;
+// the registration carries them every beat.)
 func (w *Worker) answerLocked(m *nats.Msg, kind cluster.Kind, body []byte) {
 	a := cluster.NewFrame(m.Reply, "", kind, body)
 	a.Header.Set(cluster.HeaderInstance, w.instance)
-	if kind == cluster.KindReady || kind == cluster.KindRefused {
-		cluster.SetInt(a, cluster.HeaderFree, w.cfg.Engine.Admission().Free)
-	}
 	if err := w.cfg.Conn.PublishMsg(a); err != nil {
 		w.log.Warn("answer not sent", "kind", kind, "err", err)
 	}

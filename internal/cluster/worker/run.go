@@ -38,16 +38,17 @@ func (w *Worker) startIfCompleteLocked(c *call) {
 // none) sent in numbered frames.
 func (w *Worker) run(ctx context.Context, c *call, body []byte) {
 	res, err := w.exec(ctx, c, body)
+	var data []byte
+	if err == nil {
+		// Encoded before the worker's lock is taken: a result of many
+		// megabytes takes a while, and beats must be answered meanwhile.
+		data, err = json.Marshal(res)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.flushLocked(c)
 	switch {
 	case err == nil:
-		data, merr := json.Marshal(res)
-		if merr != nil {
-			w.sendLocked(c, cluster.KindFailed, cluster.EncodeFailure(cluster.FailureOf(merr)), -1, -1)
-			break
-		}
 		parts := cluster.Split(data, cluster.PartSize(w.cfg.Conn.MaxPayload()))
 		for i, p := range parts {
 			w.sendLocked(c, cluster.KindResult, p, i, len(parts))
@@ -79,10 +80,9 @@ func (w *Worker) exec(ctx context.Context, c *call, body []byte) (execapi.Result
 	if err != nil {
 		return execapi.Result{}, err
 	}
-	var aliases map[string]string
-	if w.cfg.Aliases != nil {
-		aliases = w.cfg.Aliases()
-	}
+	w.mu.Lock()
+	aliases := w.aliases
+	w.mu.Unlock()
 	if !w.offers(req.Runtime, aliases) {
 		return execapi.Result{}, w.notOffered(req.Runtime)
 	}
@@ -95,17 +95,17 @@ func (w *Worker) exec(ctx context.Context, c *call, body []byte) (execapi.Result
 	return w.cfg.Engine.ExecChecked(execapi.WithCaller(ctx, c.caller), checked, sink)
 }
 
-// event gathers one event of a run for the caller: control events go at
-// once (with the output before them), output at most Flush later or when
-// a frame's worth has gathered.
+// event gathers one event of a run for the caller, sent at most Flush
+// later (or at once when a frame's worth has gathered): a short run's
+// events go in one frame, or with its result, rather than a message each
+// on the call's path.
 func (w *Worker) event(c *call, ev execapi.Event, started time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	c.batch = append(c.batch, cluster.WireEvent{Kind: ev.Kind, Data: ev.Data, ElapsedMS: time.Since(started).Milliseconds()})
 	c.batchBytes += len(ev.Data)
-	output := ev.Kind == execapi.EventStdout || ev.Kind == execapi.EventStderr
 	switch {
-	case !output || c.batchBytes >= maxBatchBytes:
+	case c.batchBytes >= maxBatchBytes:
 		w.flushLocked(c)
 	case c.flush == nil:
 		c.flush = time.AfterFunc(w.t.Flush, func() {

@@ -105,8 +105,11 @@ type Worker struct {
 	stopBeats  chan struct{}
 	beatsDone  chan struct{}
 
-	mu       sync.Mutex
-	calls    map[string]*call
+	mu    sync.Mutex
+	calls map[string]*call
+	// aliases are Config.Aliases as of the last heartbeat: asking the
+	// image store rescans it, which a call's path should not wait for.
+	aliases  map[string]string
 	tombs    map[string]time.Time
 	draining bool
 	stopped  bool
@@ -257,6 +260,9 @@ func (w *Worker) registration() (cluster.Registration, error) {
 	if w.cfg.Aliases != nil {
 		aliases = w.cfg.Aliases()
 	}
+	w.mu.Lock()
+	w.aliases = aliases
+	w.mu.Unlock()
 	for _, rt := range info.Runtimes {
 		if w.offers(rt.Name, nil) {
 			r.Runtimes = append(r.Runtimes, rt)
