@@ -236,6 +236,8 @@ type answer struct {
 	body       string
 	retryAfter string
 	took       time.Duration
+	// at is when the answer came.
+	at time.Time
 }
 
 // clusterClient has no pooled connections to keep: each call's own.
@@ -251,11 +253,11 @@ func post(url, key, body string) answer {
 	start := time.Now()
 	resp, err := clusterClient.Do(req)
 	if err != nil {
-		return answer{status: -1, body: err.Error(), took: time.Since(start)}
+		return answer{status: -1, body: err.Error(), took: time.Since(start), at: time.Now()}
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
-	return answer{status: resp.StatusCode, body: string(data), retryAfter: resp.Header.Get("Retry-After"), took: time.Since(start)}
+	return answer{status: resp.StatusCode, body: string(data), retryAfter: resp.Header.Get("Retry-After"), took: time.Since(start), at: time.Now()}
 }
 
 // logs are every process's stderr, for a failure's message.

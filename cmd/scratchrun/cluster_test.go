@@ -349,13 +349,15 @@ func clusterKilledWorker(t *testing.T, c *testCluster, k store.Key, key string) 
 	}
 	wg.Wait()
 	lost, ok := 0, 0
+	var slowest time.Duration
 	for _, a := range answers {
 		switch {
 		case a.status == http.StatusBadGateway && strings.Contains(a.body, execapi.CodeWorkerLost) &&
 			strings.Contains(a.body, "the code may have run"):
 			lost++
-			if a.took > 15*time.Second {
-				t.Errorf("the lost-worker error came %s after the call", a.took)
+			slowest = max(slowest, a.at.Sub(killed))
+			if a.at.Sub(killed) > 10*time.Second {
+				t.Errorf("the lost-worker error came %s after the kill", a.at.Sub(killed))
 			}
 		case a.status == http.StatusOK:
 			ok++
@@ -363,7 +365,8 @@ func clusterKilledWorker(t *testing.T, c *testCluster, k store.Key, key string) 
 			t.Errorf("answer %d: %s", a.status, a.body)
 		}
 	}
-	t.Logf("%s had %d of %d calls when killed: %d lost, %d succeeded", w.id, had, long, lost, ok)
+	t.Logf("%s had %d of %d calls when killed: %d lost (the last told %s after the kill), %d succeeded", w.id, had, long, lost,
+		slowest.Round(time.Millisecond), ok)
 	if lost != had || ok != long-had {
 		t.Errorf("%d lost and %d succeeded; %s had %d of the %d", lost, ok, w.id, had, long)
 	}

@@ -6,7 +6,7 @@ import (
 )
 
 // Executor runs one request in a fresh sandbox. The local engine, the HTTP
-// client of a remote server and (later) a cluster scheduler implement it; front
+// client of a remote server and a cluster's front end implement it; front
 // ends hold one and never know which.
 //
 // Exec returns a *ValidationError for bad input and a *Refusal for a call it
