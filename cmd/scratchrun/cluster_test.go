@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 
 	"github.com/scratchrun/scratchrun/internal/cluster"
@@ -37,6 +38,7 @@ func TestCluster(t *testing.T) {
 	t.Run("permissions", func(t *testing.T) { clusterPermissions(t, c) })
 	t.Run("300 calls", func(t *testing.T) { cluster300Calls(t, c, loadKey, load) })
 	t.Run("runtimes", func(t *testing.T) { clusterRuntimes(t, c, load) })
+	t.Run("MCP progress and cancel", func(t *testing.T) { clusterMCP(t, c, load) })
 	t.Run("burst at 4x capacity", func(t *testing.T) { clusterBurst(t, c, load) })
 	t.Run("key concurrency across front ends", func(t *testing.T) { clusterKeyLimits(t, c) })
 	t.Run("kill -9 of a worker", func(t *testing.T) { clusterKilledWorker(t, c, loadKey, load) })
@@ -491,4 +493,70 @@ func clusterDrainedWorker(t *testing.T, c *testCluster, k store.Key, key string)
 	if left := sandboxGroupsLeft(leaving.level); len(left) > 0 {
 		t.Errorf("left by the drained %s: %v", leaving.id, left)
 	}
+}
+
+// MCP across the hop: progress notifications carry the output the worker
+// streams, and a client's cancel kills the sandbox on its worker.
+func clusterMCP(t *testing.T, c *testCluster, key string) {
+	ctx, cancelAll := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancelAll()
+	var mu sync.Mutex
+	var progress []string
+	client := mcp.NewClient(&mcp.Implementation{Name: "cluster-test", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
+			defer mu.Unlock()
+			progress = append(progress, r.Params.Message)
+		}})
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: c.fronts[1].url + "/mcp",
+		HTTPClient: &http.Client{Transport: bearerTransport{key}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "scratchrun_exec", Arguments: map[string]any{"runtime": "python3.13", "code": "print('over the hop')"}})
+	if err != nil || res.IsError || !strings.Contains(fmt.Sprint(res.StructuredContent), "over the hop") {
+		t.Fatalf("tool call: %v %+v", err, res)
+	}
+	callCtx, cancel := context.WithCancel(ctx)
+	params := &mcp.CallToolParams{Name: "scratchrun_exec", Arguments: map[string]any{
+		"runtime": "bash", "code": "echo running; sleep 25; echo never", "timeout_ms": 30000}}
+	params.SetProgressToken("across")
+	done := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(callCtx, params)
+		done <- err
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		seen := strings.Join(progress, "\n")
+		mu.Unlock()
+		if strings.Contains(seen, "running") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no progress with the output came: %q", seen)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("the cancelled call returned a result")
+	}
+	cancelled := time.Now()
+	for {
+		n := 0
+		for _, w := range c.workers {
+			n += w.sandboxes()
+		}
+		if n == 0 {
+			break
+		}
+		if time.Since(cancelled) > 10*time.Second {
+			t.Fatalf("the cancelled call's sandbox still runs on its worker %s later", time.Since(cancelled))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("the cancelled call's sandbox was gone %s after the cancel", time.Since(cancelled).Round(time.Millisecond))
 }
