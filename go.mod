@@ -3,6 +3,7 @@ module github.com/scratchrun/scratchrun
 go 1.26.8
 
 require (
+	github.com/cavaliergopher/cpio v1.0.1
 	github.com/elastic/go-seccomp-bpf v1.6.0
 	github.com/google/nftables v0.3.0
 	github.com/moby/profiles/seccomp v0.3.0
