@@ -30,8 +30,8 @@ type rootImages struct {
 	dir      string // the cache directory of images
 	mkfs     string // mkfs.erofs
 	mountDir string // where the shifted trees are mounted while mkfs.erofs reads them
-	mu     sync.Mutex
-	builds map[string]*sync.Mutex // one build at a time per image, in this process
+	mu       sync.Mutex
+	builds   map[string]*sync.Mutex // one build at a time per image, in this process
 	// fixed are images built elsewhere (the probe's, in the state
 	// directory), by root directory.
 	fixed map[string]string
