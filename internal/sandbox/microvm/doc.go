@@ -5,15 +5,16 @@
 // (package initproto) and the same engine side of it (package hostside);
 // its init is the Go one (package goinit), run as the guest's pid 1.
 //
-//   - The VMM is QEMU (behind the small VMM interface), with its microvm
-//     machine type, KVM where /dev/kvm can boot a guest (probed at start)
+//   - The VMM is QEMU (behind the small VMM interface), with a cut-down
+//     q35 machine (its microvm type hangs some boots under software
+//     emulation, see QEMUVMM), KVM where /dev/kvm can boot a guest (probed at start)
 //     and software emulation (TCG) otherwise, said at start and in
 //     GET /v1/runtimes. QEMU runs as an unprivileged uid of its own per
 //     sandbox, under its own seccomp filter (-sandbox), in a host cgroup
 //     that bounds it from outside, and dies with the engine.
 //   - The guest boots Debian's cloud kernel (scripts/install-microvm.sh
 //     caches it) with an initramfs of the Go init and the few modules it
-//     loads (virtio-mmio, block, serial ports, EROFS, overlayfs, net). Its
+//     loads (virtio PCI, block, serial ports, EROFS, overlayfs, net). Its
 //     root is the runtime image as a read-only EROFS drive, built once per
 //     image through an idmapped mount (so the guest sees root-owned files)
 //     and cached in the cache directory, under an overlay whose writable

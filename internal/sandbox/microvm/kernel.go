@@ -12,12 +12,12 @@ import (
 )
 
 // guestModules are the drivers the guest agent loads, when the kernel has
-// them as modules (Debian's cloud kernel does): the virtio-mmio transport
-// of QEMU's microvm machine, its block device (the image), its serial
+// them as modules (Debian's cloud kernel does): the virtio PCI transport,
+// the block device (the image), its serial
 // ports (the protocol), EROFS (the image's file system), overlayfs (the
 // writable layer over it) and the network device (egress). Their own
 // dependencies are found in each module's .modinfo.
-var guestModules = []string{"virtio_mmio", "virtio_blk", "virtio_console", "erofs", "overlay", "virtio_net"}
+var guestModules = []string{"virtio_pci", "virtio_blk", "virtio_console", "erofs", "overlay", "virtio_net"}
 
 // guestKernel is a kernel the guest boots and the modules it needs.
 type guestKernel struct {

@@ -23,7 +23,7 @@ import (
 
 // timeouts bound what the engine waits on in a microVM sandbox: a boot
 // under software emulation on a loaded machine is slow, never this slow.
-var timeouts = hostside.Timeouts{Setup: 120 * time.Second, Grace: 10 * time.Second, Drain: 5 * time.Second}
+var timeouts = hostside.Timeouts{Setup: 60 * time.Second, Grace: 10 * time.Second, Drain: 5 * time.Second}
 
 const (
 	// exitTimeout bounds waiting for QEMU to end by itself once the agent
