@@ -36,7 +36,15 @@ type Info struct {
 	// "processes", "cpu"; empty when all are): an ordinary user without a
 	// delegated cgroup, say. Every result's note says so too.
 	UnenforcedLimits []string `json:"unenforced_limits"`
+	// SoftwareEmulation is true when the isolation level's virtual
+	// machines run under software emulation (microvm on a host without a
+	// usable KVM): EmulationWarning.
+	SoftwareEmulation bool `json:"software_emulation,omitempty"`
 }
+
+// EmulationWarning is what a front end says of an Info with
+// SoftwareEmulation.
+const EmulationWarning = "software emulation: slow; for testing"
 
 // Service is an Executor that can also describe itself. The local engine and
 // the HTTP client of a remote server both are one.

@@ -26,8 +26,9 @@ const (
 	AccelTCG = "tcg"
 )
 
-// EmulationWarning is how the backend says, at start and in
-// GET /v1/runtimes, that its machines run under software emulation.
+// EmulationWarning is how the backend says, at start, that its machines
+// run under software emulation (GET /v1/runtimes says it with
+// execapi.Info.SoftwareEmulation).
 const EmulationWarning = "software emulation: slow; for testing"
 
 // Defaults.
@@ -100,7 +101,10 @@ type Backend struct {
 	confinement   hostside.Confinement
 }
 
-var _ sandbox.Backend = (*Backend)(nil)
+var (
+	_ sandbox.Backend   = (*Backend)(nil)
+	_ sandbox.Emulation = (*Backend)(nil)
+)
 
 // New prepares the backend and proves it works: it finds QEMU, mkfs.erofs
 // and the guest kernel, builds the initramfs, removes what a crashed

@@ -34,6 +34,9 @@ const kvmCreateVM = 0xAE01
 // later engines skip a KVM that hangs.
 func (b *Backend) chooseAccel() error {
 	if b.opts.Accel != "" {
+		if b.opts.Accel == AccelKVM {
+			b.kvmAccess()
+		}
 		if err := b.probe(b.opts.Accel); err != nil {
 			return fmt.Errorf("microVM sandboxes cannot run here with %s: %w", b.opts.Accel, err)
 		}
@@ -51,7 +54,7 @@ func (b *Backend) chooseAccel() error {
 	why := ""
 	if err := kvmUsable(b.opts.KVMDevice); err != nil {
 		why = err.Error()
-	} else if err := b.probe(AccelKVM); err != nil {
+	} else if err := b.probeKVM(); err != nil {
 		why = "KVM cannot boot a guest here: " + firstLine(err.Error())
 	} else {
 		b.useAccel(AccelKVM, "")
@@ -78,15 +81,31 @@ func (b *Backend) useAccel(accel, why string) {
 		b.limitations = append(b.limitations, msg+")")
 		return
 	}
-	// QEMU needs /dev/kvm: as its group when the group may use it, else
-	// (a root-only device) as root.
+	if b.kvmAccess() {
+		b.limitations = append(b.limitations, fmt.Sprintf("QEMU runs as root: %s is not usable by a group", b.opts.KVMDevice))
+	}
+}
+
+// kvmAccess lets QEMU open the KVM device: as the device's group when that
+// group may use it, else (a root-only device) as root, which it reports.
+func (b *Backend) kvmAccess() (asRoot bool) {
 	var st unix.Stat_t
 	if unix.Stat(b.opts.KVMDevice, &st) == nil && st.Mode&0o060 == 0o060 {
 		b.kvmGroup = int(st.Gid)
-	} else {
-		b.vmmAsRoot = true
-		b.limitations = append(b.limitations, fmt.Sprintf("QEMU runs as root: %s is not usable by a group", b.opts.KVMDevice))
+		return false
 	}
+	b.vmmAsRoot = true
+	return true
+}
+
+// probeKVM probes KVM with QEMU given access to the device.
+func (b *Backend) probeKVM() error {
+	b.kvmAccess()
+	err := b.probe(AccelKVM)
+	if err != nil {
+		b.kvmGroup, b.vmmAsRoot = -1, false
+	}
+	return err
 }
 
 func (b *Backend) remember(marker, accel, why string) {
