@@ -3,6 +3,7 @@ package microvm
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"runtime"
@@ -78,7 +79,9 @@ func attachTapHere() (*guestLink, error) {
 	}
 	var gateway netip.Addr
 	for _, r := range routes {
-		if r.Dst == nil && r.Gw != nil {
+		// netlink gives the default route's destination as nil or as
+		// 0.0.0.0/0, depending on its version.
+		if r.Gw != nil && (r.Dst == nil || (r.Dst.IP.IsUnspecified() && maskBits(r.Dst.Mask) == 0)) {
 			gateway, _ = netip.AddrFromSlice(r.Gw.To4())
 		}
 	}
@@ -140,4 +143,9 @@ func openTap() (*os.File, string, error) {
 // guestMAC is a locally administered unicast address for sandbox n.
 func guestMAC(n uint64) string {
 	return fmt.Sprintf("52:54:00:%02x:%02x:%02x", byte(n>>16), byte(n>>8), byte(n))
+}
+
+func maskBits(m net.IPMask) int {
+	ones, _ := m.Size()
+	return ones
 }
