@@ -79,6 +79,9 @@ type Options struct {
 	// ProbeCacheDir keeps the accelerator probe's verdict for this boot,
 	// shared by engines (default /run/scratchrun).
 	ProbeCacheDir string
+	// NoSnapshots boots every guest, rather than restoring a saved,
+	// booted one (see snapshot.go).
+	NoSnapshots bool
 }
 
 // Backend creates microVM sandboxes.
@@ -99,6 +102,7 @@ type Backend struct {
 	kvmGroup      int
 	limitations   []string
 	confinement   hostside.Confinement
+	snapshots     *snapshots // nil: every guest boots
 }
 
 var (
@@ -200,6 +204,15 @@ func New(opts Options) (*Backend, error) {
 		b.Close()
 		return nil, err
 	}
+	if !opts.NoSnapshots {
+		dir := filepath.Join(opts.CacheDir, "snapshots")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			b.Close()
+			return nil, err
+		}
+		sweepSnapshots(dir)
+		b.snapshots = &snapshots{dir: dir, instance: b.instance}
+	}
 	return b, nil
 }
 
@@ -215,6 +228,9 @@ func (b *Backend) Close() error {
 		if err := os.RemoveAll(f); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if b.snapshots != nil {
+		errs = append(errs, b.snapshots.removeAll())
 	}
 	if b.cgroups != nil {
 		errs = append(errs, b.cgroups.RemoveParent())

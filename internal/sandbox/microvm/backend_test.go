@@ -3,6 +3,7 @@ package microvm
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -178,5 +179,54 @@ func TestLimitBelowUsageIsRefused(t *testing.T) {
 		MemoryBytes: 64 << 20, MaxReturnBytes: 1, Files: []sandbox.File{{Path: "/code/main.py", Data: []byte("print(1)")}}})
 	if err == nil || !strings.Contains(err.Error(), sandbox.ErrLimitBelowUsage.Error()) {
 		t.Errorf("got %v, want %v", err, sandbox.ErrLimitBelowUsage)
+	}
+}
+
+// After the first guest of a shape boots and is saved, the next ones are
+// restored from it, each with the host's clock and randomness of its own:
+// no two calls see the same random bytes, and none lives at the moment
+// the guest was saved.
+func TestRestoredGuestsHaveTheirOwnRandomness(t *testing.T) {
+	b := backend(t)
+	img, _ := image(t, "bash")
+	cfg := config(img)
+	cfg.MemoryBytes = 200 << 20 // a shape of this test's own
+	seen := map[string]bool{}
+	for i := range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		start := time.Now()
+		s, err := b.Create(ctx, cfg)
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		created := time.Since(start)
+		var out bytes.Buffer
+		o, err := s.Run(ctx, sandbox.Job{Argv: []string{"/bin/bash", "-c", "head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \\n'; echo; date +%s"},
+			Dir: "/tmp", Timeout: 30 * time.Second, MemoryBytes: cfg.MemoryBytes, MaxReturnBytes: 1,
+			Env: []string{"PATH=/usr/bin:/bin"}, Stdout: &out, Stderr: &out})
+		restored := s.(*vmSandbox).restored
+		td := s.Destroy()
+		cancel()
+		if err != nil || o.ExitCode != 0 || !td.Purged {
+			t.Fatalf("call %d: %v, exit %d, output %q, teardown %+v", i, err, o.ExitCode, out.String(), td)
+		}
+		t.Logf("call %d: restored %v, created in %s", i, restored, created)
+		if restored != (i > 0) {
+			t.Errorf("call %d: restored %v", i, restored)
+		}
+		lines := strings.Fields(out.String())
+		if len(lines) != 2 || len(lines[0]) != 32 {
+			t.Fatalf("call %d: output %q", i, out.String())
+		}
+		if seen[lines[0]] {
+			t.Errorf("call %d read random bytes %s an earlier call read", i, lines[0])
+		}
+		seen[lines[0]] = true
+		var guest int64
+		fmt.Sscan(lines[1], &guest)
+		if d := time.Now().Unix() - guest; d < -5 || d > 60 {
+			t.Errorf("call %d: the guest's clock is %d s off the host's", i, d)
+		}
 	}
 }

@@ -185,6 +185,12 @@ func (v *qemuVM) Save(f *os.File) error {
 	return errors.New("QEMU did not save the machine in time")
 }
 
+// Resume implements VM.
+func (v *qemuVM) Resume() error {
+	_, err := v.qmp.execute("cont", nil)
+	return err
+}
+
 // qmp is a minimal QEMU Machine Protocol client: one JSON object a line,
 // commands answered in order, events skipped.
 type qmp struct {

@@ -55,6 +55,8 @@ type vmSandbox struct {
 	console    *tailBuffer // the guest's serial console
 	vmmLog     *tailBuffer // QEMU's own messages
 	background bool
+	// restored: the guest was restored from a saved one, not booted.
+	restored bool
 
 	ran       bool
 	destroyed bool
@@ -125,6 +127,13 @@ func (s *vmSandbox) start(ctx context.Context, cfg sandbox.Config, accel string)
 	if s.group != nil {
 		join = s.group.AddProcess
 	}
+	if spec.Tap == nil && b.snapshots != nil {
+		spec.Incoming = b.snapshots.restore(spec)
+	}
+	if spec.Incoming != nil {
+		s.restored = true
+		defer spec.Incoming.Close()
+	}
 	if s.vm, err = b.vmm.Start(spec, join); err != nil {
 		return fmt.Errorf("%w%s", err, s.Diagnostics())
 	}
@@ -135,12 +144,24 @@ func (s *vmSandbox) start(ctx context.Context, cfg sandbox.Config, accel string)
 		s.link.Tap = nil
 	}
 	s.conn = hostside.NewConnWith(s, timeouts, pipes)
+	if !s.restored {
+		// A restored guest said hello before it was saved.
+		var hello initproto.VMReport
+		if err := s.readReport(ctx, timeouts.Setup, &hello); err != nil {
+			return fmt.Errorf("the guest did not boot: %w%s", err, s.Diagnostics())
+		}
+		if spec.Tap == nil && b.snapshots != nil {
+			if path, ok := b.snapshots.claim(spec); ok {
+				err := s.saveAndResume(path)
+				b.snapshots.saved(spec, path, err == nil)
+				if err != nil {
+					b.opts.Logger.Warn("saving a booted guest for restores", "err", err)
+				}
+			}
+		}
+	}
 	if err := initproto.WriteMessage(s.vmPort, boot); err != nil {
 		return fmt.Errorf("send the guest its boot message: %w%s", err, s.Diagnostics())
-	}
-	var hello initproto.VMReport
-	if err := s.readReport(ctx, timeouts.Setup, &hello); err != nil {
-		return fmt.Errorf("the guest did not boot: %w%s", err, s.Diagnostics())
 	}
 	setup := hostside.Setup(cfg, b.confinement)
 	setup.WritableBytes = cfg.WritableBytes
@@ -148,6 +169,15 @@ func (s *vmSandbox) start(ctx context.Context, cfg sandbox.Config, accel string)
 	// gVisor's init does: one order of steps.
 	setup.LockDownEarly = true
 	return s.conn.Setup(ctx, setup)
+}
+
+// saveAndResume saves the booted guest (its agent waiting for the boot
+// message) to path and lets it run on.
+func (s *vmSandbox) saveAndResume(path string) error {
+	if err := save(s.vm, path); err != nil {
+		return err
+	}
+	return s.vm.Resume()
 }
 
 // ports makes a connected socket pair for each of the guest's ports and

@@ -34,6 +34,8 @@ type VM interface {
 	// later Start with MachineSpec.Incoming restores; the machine stays
 	// stopped (the caller kills it).
 	Save(f *os.File) error
+	// Resume runs a machine Save stopped.
+	Resume() error
 }
 
 // MachineSpec is one machine as the backend wants it.
