@@ -201,10 +201,10 @@ func TestRestoredGuestsHaveTheirOwnRandomness(t *testing.T) {
 			t.Fatal(err)
 		}
 		created := time.Since(start)
-		var out bytes.Buffer
+		var out, errs bytes.Buffer
 		o, err := s.Run(ctx, sandbox.Job{Argv: []string{"/bin/bash", "-c", "head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \\n'; echo; date +%s"},
 			Dir: "/tmp", Timeout: 30 * time.Second, MemoryBytes: cfg.MemoryBytes, MaxReturnBytes: 1,
-			Env: []string{"PATH=/usr/bin:/bin"}, Stdout: &out, Stderr: &out})
+			Env: []string{"PATH=/usr/bin:/bin"}, Stdout: &out, Stderr: &errs})
 		restored := s.(*vmSandbox).restored
 		td := s.Destroy()
 		cancel()
@@ -217,7 +217,7 @@ func TestRestoredGuestsHaveTheirOwnRandomness(t *testing.T) {
 		}
 		lines := strings.Fields(out.String())
 		if len(lines) != 2 || len(lines[0]) != 32 {
-			t.Fatalf("call %d: output %q", i, out.String())
+			t.Fatalf("call %d: output %q, stderr %q, notes %q%s", i, out.String(), errs.String(), o.Notes, s.(*vmSandbox).Diagnostics())
 		}
 		if seen[lines[0]] {
 			t.Errorf("call %d read random bytes %s an earlier call read", i, lines[0])
