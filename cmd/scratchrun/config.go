@@ -187,6 +187,13 @@ func newBackend(log *slog.Logger) (sandbox.Backend, error) {
 func newMicroVM(log *slog.Logger, stateDir, parent string) (sandbox.Backend, error) {
 	opts := microvm.Options{Logger: log, QEMU: os.Getenv("SCRATCHRUN_QEMU"), Kernel: os.Getenv("SCRATCHRUN_MICROVM_KERNEL"),
 		Accel: os.Getenv("SCRATCHRUN_MICROVM_ACCEL")}
+	if v := os.Getenv("SCRATCHRUN_MICROVM_SNAPSHOTS"); v != "" {
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, fmt.Errorf("SCRATCHRUN_MICROVM_SNAPSHOTS=%q: want 1 or 0", v)
+		}
+		opts.NoSnapshots = !on
+	}
 	if stateDir != "" {
 		opts.StateDir = filepath.Join(stateDir, "microvm")
 	}
