@@ -230,3 +230,28 @@ func TestRestoredGuestsHaveTheirOwnRandomness(t *testing.T) {
 		}
 	}
 }
+
+// A machine that fails to start (here a VMM that exits at once) is torn
+// down whole: Create returns the error promptly and leaves nothing.
+func TestAFailedStartIsTornDown(t *testing.T) {
+	b := backend(t)
+	img, _ := image(t, "bash")
+	before := level.Snapshot()
+	saved := b.vmm
+	b.vmm = &QEMUVMM{Binary: "/bin/false", TBMiB: tbMiB}
+	defer func() { b.vmm = saved }()
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.Create(context.Background(), config(img))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("Create succeeded with a VMM that exits at once")
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Create did not return within a minute of its VMM's exit")
+	}
+	level.CheckClean(t, before)
+}

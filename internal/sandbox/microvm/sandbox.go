@@ -111,6 +111,9 @@ func (s *vmSandbox) start(ctx context.Context, cfg sandbox.Config, accel string)
 		return err
 	}
 	defer hostside.CloseAll(vmEnds...)
+	// From here the Conn owns the engine's ends: Destroy closes them (which
+	// also ends the control relay), whatever fails below.
+	s.conn = hostside.NewConnWith(s, timeouts, pipes)
 	boot := initproto.VMMessage{Now: time.Now(), Seed: make([]byte, seedBytes),
 		MemoryBytes: cfg.MemoryBytes, MaxPids: cfg.MaxPids, CPUMillis: int64(cfg.CPUs * 1000)}
 	if _, err := rand.Read(boot.Seed); err != nil {
@@ -143,7 +146,6 @@ func (s *vmSandbox) start(ctx context.Context, cfg sandbox.Config, accel string)
 		s.link.Tap.Close()
 		s.link.Tap = nil
 	}
-	s.conn = hostside.NewConnWith(s, timeouts, pipes)
 	if !s.restored {
 		// A restored guest said hello before it was saved.
 		var hello initproto.VMReport
