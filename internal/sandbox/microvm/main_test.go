@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,12 +111,19 @@ func run(t testing.TB, cfg sandbox.Config, job sandbox.Job) result {
 	return result{Outcome: out, stdout: stdout.String(), stderr: stderr.String(), teardown: td}
 }
 
-// leftovers lists what the suite's backend left in its state directory.
+// leftovers lists what the suite's backend left in its state directory,
+// and any QEMU still running with a file of it (its initramfs).
 func leftovers() []string {
 	var out []string
 	entries, _ := os.ReadDir(level.StateDir)
 	for _, e := range entries {
 		out = append(out, level.StateDir+"/"+e.Name())
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		if data, err := os.ReadFile(p); err == nil && strings.Contains(string(data), level.StateDir+"/") {
+			out = append(out, "process "+filepath.Base(filepath.Dir(p))+": "+strings.ReplaceAll(string(data), "\x00", " "))
+		}
 	}
 	return out
 }
