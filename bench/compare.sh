@@ -24,7 +24,7 @@ for tool in jq bwrap; do command -v "$tool" >/dev/null || DEBIAN_FRONTEND=nonint
 runsc="$("$repo/scripts/install-runsc.sh" --print-path)"
 rootfs_of() { scratchrun images list | awk -v img="$1" '$1 == img {print $2}' | xargs -I{} echo "/var/lib/scratchrun/images/$1-{}/rootfs"; }
 trixie="$(rootfs_of trixie)"
-[[ -d "$trixie" ]] || { echo "compare.sh: trixie image not found; run scripts/install.sh" >&2; exit 1; }
+((microvm_only)) || [[ -d "$trixie" ]] || { echo "compare.sh: trixie image not found; run scripts/install.sh" >&2; exit 1; }
 
 chart_py='import sys
 import numpy as np
@@ -100,7 +100,7 @@ microvm_section() {
   echo
   echo "Idle warm VM, memory of its QEMU cgroup (the guest RAM it touched, QEMU and the translation cache), MiB:"
   echo
-  echo "| warm VM ($accel) | MiB |"
+  echo "| warm VM | MiB |"
   echo "|---|---|"
   jq -r '.pooled_mib | to_entries | sort_by(.key)[] | "| \(.key) | \(.value * 10 | round / 10) |"' <<<"$idle"
 }
