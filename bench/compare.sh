@@ -108,8 +108,8 @@ microvm_section() {
 if ((microvm_only)); then
   section="$(microvm_section)"
   # Replace the section at the end of BENCHMARKS.md, or add it.
-  awk '/^## microvm:/ {exit} {print}' "$repo/BENCHMARKS.md" >"$repo/BENCHMARKS.md.new"
-  printf '%s\n' "$section" >>"$repo/BENCHMARKS.md.new"
+  awk '/^## microvm:/ {exit} {print}' "$repo/BENCHMARKS.md" | sed -e :a -e '/^\n*$/{$d;N;ba' -e '}' >"$repo/BENCHMARKS.md.new"
+  printf '\n%s\n' "$section" >>"$repo/BENCHMARKS.md.new"
   mv "$repo/BENCHMARKS.md.new" "$repo/BENCHMARKS.md"
   cat "$repo/BENCHMARKS.md"
   exit 0
