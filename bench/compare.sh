@@ -134,6 +134,9 @@ tput="$(scratchrun bench --workload python-print --n "$((n * 5))" --concurrency 
 tput_cold="$(scratchrun bench --workload python-print --n "$((n * 5))" --concurrency 4 --pool=false --json)"
 idle="$(scratchrun bench --idle-memory --json)"
 microvm="$(microvm_section)"
+# Sections measured by other commands (the admission sweeps of `scratchrun
+# bench --sweep`, say) are kept as they are; this script rewrites only its own.
+kept="$(awk '/^## / { keep = !($0 ~ /^## (Throughput: python-print|Memory of an idle warm sandbox|microvm:)/) } keep' "$repo/BENCHMARKS.md" 2>/dev/null || true)"
 
 {
   echo "# Benchmarks"
@@ -168,6 +171,10 @@ microvm="$(microvm_section)"
   echo "|---|---|---|"
   jq -r '.bare_interpreter_mib as $b | .pooled_mib | to_entries | sort_by(.key)[] | "| \(.key) | \(.value * 10 | round / 10) | \(if (.key | endswith("/light")) then ($b[(.key | split("/")[0])] // "-" | if type == "number" then (. * 10 | round / 10) else . end) else "-" end) |"' <<<"$idle"
   echo
+  if [[ -n "$kept" ]]; then
+    printf '%s\n\n' "$kept"
+  fi
   printf '%s\n' "$microvm"
-} > "$repo/BENCHMARKS.md"
+} > "$repo/BENCHMARKS.md.new"
+mv "$repo/BENCHMARKS.md.new" "$repo/BENCHMARKS.md"
 cat "$repo/BENCHMARKS.md"
