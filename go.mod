@@ -3,6 +3,7 @@ module github.com/scratchrun/scratchrun
 go 1.26.8
 
 require (
+	github.com/cavaliergopher/cpio v1.0.1
 	github.com/chromedp/cdproto v0.160.1
 	github.com/chromedp/chromedp v0.23.1
 	github.com/elastic/go-seccomp-bpf v1.6.0

@@ -58,6 +58,7 @@ step "building runtime images (cached by recipe hash; the first build takes a fe
 scratchrun images build
 scratchrun images list
 "$repo/scripts/install-runsc.sh" # gVisor's runsc for --isolation gvisor: pinned, built once, cached by version
+"$repo/scripts/install-microvm.sh" # QEMU, erofs-utils and the guest kernel for --isolation microvm, cached by package version
 
 if ((run_example)); then
   step "running the chart example: scratchrun exec --runtime python3.13 examples/chart.py --return /tmp/chart.png"

@@ -18,6 +18,7 @@ import (
 	"github.com/scratchrun/scratchrun/internal/netpolicy"
 	"github.com/scratchrun/scratchrun/internal/sandbox"
 	"github.com/scratchrun/scratchrun/internal/sandbox/gvisor"
+	"github.com/scratchrun/scratchrun/internal/sandbox/microvm"
 	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces"
 )
 
@@ -203,13 +204,14 @@ var operator operatorOptions
 func addOperatorFlags(fs *flag.FlagSet) {
 	fs.StringVar(&operator.networkDefault, "network-default", "", `network for requests that name none: "none" or "egress" (env SCRATCHRUN_NETWORK_DEFAULT; default none)`)
 	fs.BoolVar(&operator.allowEgress, "allow-egress", false, "let requests ask for network egress (env SCRATCHRUN_ALLOW_EGRESS=1; needs root)")
-	fs.StringVar(&operator.isolation, "isolation", "", `isolation level: "namespaces" (Linux namespaces, shares the host kernel) or "gvisor" (gVisor's application kernel; needs root and runsc) (env SCRATCHRUN_ISOLATION; default namespaces)`)
+	fs.StringVar(&operator.isolation, "isolation", "", `isolation level: "namespaces" (Linux namespaces, shares the host kernel), "gvisor" (gVisor's application kernel; needs root and runsc) or "microvm" (a virtual machine with its own kernel per call; needs root and QEMU) (env SCRATCHRUN_ISOLATION; default namespaces)`)
 }
 
 // Isolation levels --isolation accepts.
 const (
 	isolationNamespaces = "namespaces"
 	isolationGVisor     = "gvisor"
+	isolationMicroVM    = "microvm"
 )
 
 // isolationSetting resolves the isolation level from flag and environment.
@@ -221,10 +223,10 @@ func isolationSetting() (string, error) {
 	switch v {
 	case "", isolationNamespaces:
 		return isolationNamespaces, nil
-	case isolationGVisor:
-		return isolationGVisor, nil
+	case isolationGVisor, isolationMicroVM:
+		return v, nil
 	}
-	return "", fmt.Errorf("--isolation / SCRATCHRUN_ISOLATION %q: want namespaces or gvisor", v)
+	return "", fmt.Errorf("--isolation / SCRATCHRUN_ISOLATION %q: want namespaces, gvisor or microvm", v)
 }
 
 // newBackend opens the chosen isolation level's backend. The gVisor backend
@@ -243,6 +245,9 @@ func newBackend(log *slog.Logger) (sandbox.Backend, error) {
 		}
 		return b, nil
 	}
+	if isolation == isolationMicroVM {
+		return newMicroVM(log, stateDir, parent)
+	}
 	opts := gvisor.Options{Logger: log, Runsc: os.Getenv("SCRATCHRUN_RUNSC"), Platform: os.Getenv("SCRATCHRUN_GVISOR_PLATFORM")}
 	if stateDir != "" {
 		opts.StateDir = filepath.Join(stateDir, "gvisor")
@@ -253,6 +258,31 @@ func newBackend(log *slog.Logger) (sandbox.Backend, error) {
 	b, err := gvisor.New(opts)
 	if err != nil {
 		return nil, fmt.Errorf("--isolation gvisor: %w", err)
+	}
+	return b, nil
+}
+
+// newMicroVM opens the microvm backend, apart from the others' files and
+// cgroups as gVisor's is.
+func newMicroVM(log *slog.Logger, stateDir, parent string) (sandbox.Backend, error) {
+	opts := microvm.Options{Logger: log, QEMU: os.Getenv("SCRATCHRUN_QEMU"), Kernel: os.Getenv("SCRATCHRUN_MICROVM_KERNEL"),
+		Accel: os.Getenv("SCRATCHRUN_MICROVM_ACCEL")}
+	if v := os.Getenv("SCRATCHRUN_MICROVM_SNAPSHOTS"); v != "" {
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, fmt.Errorf("SCRATCHRUN_MICROVM_SNAPSHOTS=%q: want 1 or 0", v)
+		}
+		opts.NoSnapshots = !on
+	}
+	if stateDir != "" {
+		opts.StateDir = filepath.Join(stateDir, "microvm")
+	}
+	if parent != "" {
+		opts.CgroupParent = parent + "-microvm"
+	}
+	b, err := microvm.New(opts)
+	if err != nil {
+		return nil, fmt.Errorf("--isolation microvm: %w", err)
 	}
 	return b, nil
 }

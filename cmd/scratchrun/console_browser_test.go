@@ -363,7 +363,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.do("open live",
 		consolePage(base, "live"),
 		chromedp.WaitVisible(chromedp.CSS(`#live-tiles [data-tile="capacity"]`)))
-	if text := b.text("#live-admission"); !strings.Contains(text, "fixed capacity") {
+	// The engine's admission, as /metrics has it: by resources, with the
+	// memory budget in force.
+	if text := b.text("#live-admission"); !strings.Contains(text, "by resources") || !strings.Contains(text, "Memory used / reserved / budget") {
 		t.Errorf("live admission:\n%s", text)
 	}
 	b.shot("09-live")

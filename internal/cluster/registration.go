@@ -29,6 +29,9 @@ type Registration struct {
 	// operator lets calls ask for egress.
 	Isolation     string `json:"isolation"`
 	EgressAllowed bool   `json:"egress_allowed"`
+	// SoftwareEmulation says its isolation level's virtual machines run
+	// under software emulation (slow; for testing).
+	SoftwareEmulation bool `json:"software_emulation,omitempty"`
 	// UnenforcedLimits are the limits its host cannot enforce.
 	UnenforcedLimits []string `json:"unenforced_limits"`
 	// OutputLimitBytes and MaxReturnBytes are its caps on output and on

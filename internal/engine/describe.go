@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/scratchrun/scratchrun/internal/execapi"
+	"github.com/scratchrun/scratchrun/internal/sandbox"
 )
 
 var _ execapi.Service = (*Engine)(nil)
@@ -30,6 +31,9 @@ func (e *Engine) Describe(context.Context) (execapi.Info, error) {
 	info.Admission = &adm
 	for _, l := range e.backend.UnenforcedLimits() {
 		info.UnenforcedLimits = append(info.UnenforcedLimits, string(l))
+	}
+	if em, ok := e.backend.(sandbox.Emulation); ok {
+		info.SoftwareEmulation = em.SoftwareEmulation()
 	}
 	for _, rt := range e.store.Installed() {
 		libs := rt.Libraries

@@ -40,6 +40,10 @@ type Info struct {
 	// now, as it stood when it described itself; nil from an executor
 	// that has no admission of its own (a fake, an older server).
 	Admission *AdmissionInfo `json:"admission,omitempty"`
+	// SoftwareEmulation is true when the isolation level's virtual
+	// machines run under software emulation (microvm on a host without a
+	// usable KVM): EmulationWarning.
+	SoftwareEmulation bool `json:"software_emulation,omitempty"`
 }
 
 // AdmissionInfo is an executor's admission at one moment: what it measured,
@@ -87,6 +91,10 @@ type AdmissionInfo struct {
 	// reasons of execapi.AdmissionRefusals, every one present).
 	Rejections map[RefusalReason]int64 `json:"rejections"`
 }
+
+// EmulationWarning is what a front end says of an Info with
+// SoftwareEmulation.
+const EmulationWarning = "software emulation: slow; for testing"
 
 // Service is an Executor that can also describe itself. The local engine and
 // the HTTP client of a remote server both are one.

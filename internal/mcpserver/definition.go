@@ -293,6 +293,10 @@ func isolationSentence(info execapi.Info, described bool) string {
 		return "Isolation: namespaces (Linux namespaces, cgroups and seccomp; the sandbox shares the host's kernel).\n\n"
 	case info.Isolation == "gvisor":
 		return "Isolation: gvisor (gVisor's application kernel serves the sandbox's system calls, not the host kernel).\n\n"
+	case info.Isolation == "microvm" && info.SoftwareEmulation:
+		return "Isolation: microvm (each call runs in a virtual machine with its own Linux kernel), under " + execapi.EmulationWarning + ": expect seconds per call.\n\n"
+	case info.Isolation == "microvm":
+		return "Isolation: microvm (each call runs in a virtual machine with its own Linux kernel).\n\n"
 	default:
 		return fmt.Sprintf("Isolation: %s.\n\n", info.Isolation)
 	}

@@ -67,7 +67,7 @@ func TestConnectionLimitPerSandbox(t *testing.T) {
 	e := newConfiguredEgressEngine(t, "-conns", func(c *netpolicy.Config) {
 		c.MaxConnections, c.NewConnectionsPerSecond, c.PoolSize = 12, 1000, 0
 	})
-	want := "held 12 [('EHOSTUNREACH', 8)]\nchurned 0 [('EHOSTUNREACH', 3)]"
+	want := "held 12 [('ECONNREFUSED', 8)]\nchurned 0 [('ECONNREFUSED', 3)]"
 	for _, call := range []string{"first", "second"} {
 		if got := runConnections(t, e, 20, 3); got != want {
 			t.Errorf("%s sandbox:\n%s\nwant\n%s", call, got, want)
@@ -99,7 +99,7 @@ func TestConnectionRatePerSandbox(t *testing.T) {
 	}
 	var ok, refused int
 	var seconds float64
-	if _, err := fmt.Sscanf(res.Stdout, "held 0 []\nchurned %d [('EHOSTUNREACH', %d)]\nseconds %g", &ok, &refused, &seconds); err != nil {
+	if _, err := fmt.Sscanf(res.Stdout, "held 0 []\nchurned %d [('ECONNREFUSED', %d)]\nseconds %g", &ok, &refused, &seconds); err != nil {
 		t.Fatalf("probe said %q %q: %v", res.Stdout, res.Stderr, err)
 	}
 	// The burst passes at once, then the rate while the attempts go on

@@ -58,15 +58,24 @@ func installRules(c Config) error {
 			return fmt.Errorf("nftables: add set %s: %w", set.Name, err)
 		}
 	}
-	add(forward, fromSandbox, ctState(expr.CtStateBitNEW), loadSaddr(), []expr.Any{&expr.Dynset{
+	openLimit := []expr.Any{&expr.Dynset{
 		SrcRegKey: 1, SetName: open.Name, SetID: open.ID, Operation: unix.NFT_DYNSET_OP_ADD,
 		Exprs: []expr.Any{&expr.Connlimit{Count: uint32(c.MaxConnections), Flags: expr.NFT_CONNLIMIT_F_INV}},
-	}}, rejectAny())
-	add(forward, fromSandbox, ctState(expr.CtStateBitNEW), loadSaddr(), []expr.Any{&expr.Dynset{
+	}}
+	rateLimit := []expr.Any{&expr.Dynset{
 		SrcRegKey: 1, SetName: rate.Name, SetID: rate.ID, Operation: unix.NFT_DYNSET_OP_UPDATE,
 		Exprs: []expr.Any{&expr.Limit{Type: expr.LimitTypePkts, Rate: uint64(c.NewConnectionsPerSecond),
 			Unit: expr.LimitTimeSecond, Burst: uint32(2 * c.NewConnectionsPerSecond), Over: true}},
-	}}, rejectAny())
+	}}
+	// TCP is refused with a reset, everything else with ICMP, in rules
+	// that each see a packet once (a packet counted twice would spend two
+	// tokens). Resets matter: the kernel sends a host only so many ICMP
+	// errors a second, and a sandbox that hit its limit with ICMP refusals
+	// would leave the next sandbox at its address with silent drops.
+	for _, limit := range [][]expr.Any{openLimit, rateLimit} {
+		add(forward, fromSandbox, ctState(expr.CtStateBitNEW), l4proto(unix.IPPROTO_TCP), loadSaddr(), limit, rejectTCP())
+		add(forward, fromSandbox, ctState(expr.CtStateBitNEW), l4protoNot(unix.IPPROTO_TCP), loadSaddr(), limit, rejectAny())
+	}
 	// The resolvers, on port 53 only, even in a blocked range.
 	for _, dns := range c.DNS {
 		for _, proto := range []byte{unix.IPPROTO_UDP, unix.IPPROTO_TCP} {
@@ -159,6 +168,14 @@ func l4proto(proto byte) []expr.Any {
 	return []expr.Any{
 		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{proto}},
+	}
+}
+
+// l4protoNot matches packets of any transport protocol but proto.
+func l4protoNot(proto byte) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: []byte{proto}},
 	}
 }
 

@@ -28,6 +28,15 @@ type Backend interface {
 	Close() error
 }
 
+// Emulation is implemented by backends whose sandboxes may run under
+// software emulation (microvm without a usable KVM), so that the engine
+// can say so to its callers.
+type Emulation interface {
+	// SoftwareEmulation reports whether sandboxes run under software
+	// emulation: slow, for testing.
+	SoftwareEmulation() bool
+}
+
 // Sandbox is one created sandbox. Run may be called at most once.
 type Sandbox interface {
 	// ID is the sandbox's unique name (also its cgroup's name).

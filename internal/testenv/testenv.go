@@ -247,6 +247,12 @@ func (s *Shared) Create(ctx context.Context, cfg sandbox.Config) (sandbox.Sandbo
 // Created counts the sandboxes created through s so far.
 func (s *Shared) Created() int64 { return s.created.Load() }
 
+// SoftwareEmulation implements sandbox.Emulation for the backend shared.
+func (s *Shared) SoftwareEmulation() bool {
+	em, ok := s.Backend.(sandbox.Emulation)
+	return ok && em.SoftwareEmulation()
+}
+
 // Close implements sandbox.Backend: it leaves the shared backend open.
 func (s *Shared) Close() error { return nil }
 

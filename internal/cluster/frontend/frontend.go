@@ -289,7 +289,8 @@ func (f *Frontend) Policy() execapi.Policy { return f.cfg.Policy }
 // offer together, the isolation levels among them, and the front end's
 // policy's limits (requests are held to them before any worker sees
 // them). The output and return-file caps are the smallest any live worker
-// has, which every one honours.
+// has, which every one honours; software emulation is said when any
+// worker's isolation runs under it.
 func (f *Frontend) Describe(context.Context) (execapi.Info, error) {
 	p := f.cfg.Policy
 	info := execapi.Info{
@@ -309,6 +310,7 @@ func (f *Frontend) Describe(context.Context) (execapi.Info, error) {
 			}
 		}
 		isolations[w.Isolation] = true
+		info.SoftwareEmulation = info.SoftwareEmulation || w.SoftwareEmulation
 		info.EgressAllowed = info.EgressAllowed || w.EgressAllowed && p.AllowEgress
 		for _, l := range w.UnenforcedLimits {
 			unenforced[l] = true

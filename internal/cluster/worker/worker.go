@@ -252,7 +252,7 @@ func (w *Worker) registration() (cluster.Registration, error) {
 	adm := w.cfg.Engine.Admission()
 	r := cluster.Registration{
 		ID: w.cfg.ID, Instance: w.instance, Version: w.cfg.Version, Isolation: info.Isolation,
-		EgressAllowed: info.EgressAllowed, UnenforcedLimits: info.UnenforcedLimits,
+		EgressAllowed: info.EgressAllowed, SoftwareEmulation: info.SoftwareEmulation, UnenforcedLimits: info.UnenforcedLimits,
 		OutputLimitBytes: info.OutputLimitBytes, MaxReturnBytes: info.MaxReturnBytes,
 		Free: adm.Free, Running: adm.Running, Capacity: adm.Capacity, Heartbeat: time.Now().UTC(),
 	}

@@ -1,5 +1,6 @@
 // Package goinit is the Go sandbox init: pid 1 of a gVisor sandbox inside
-// runsc (and, later, the guest agent of a microVM sandbox). It finishes the
+// runsc, and pid 1 of a microVM sandbox's guest (microvm.go: the same init
+// with a boot in front). It finishes the
 // sandbox's file systems, waits for the one job, locks itself and the job
 // down (capabilities, a seccomp program it is given), runs the job or hands
 // it to a pre-started interpreter, enforces the timeout, reaps everything,

@@ -52,6 +52,8 @@ func runOtherRole() (code int, ran bool) {
 	case os.Args[0] == GVisorInitPath && os.Args[1] == gvisorRoleReaper:
 		runtime.LockOSThread()
 		return runReaper(), true
+	case os.Args[0] == MicroVMInitPath && os.Args[1] == MicroVMRole && os.Getpid() == 1:
+		return runMicroVMAgent(), true
 	case os.Args[0] == GVisorProbePath && os.Args[1] == GVisorRoleProbe:
 		if _, err := os.Stdout.WriteString(GVisorProbeOutput); err != nil {
 			return 1, true
@@ -141,10 +143,6 @@ func prepareGVisor(setup initproto.SetupMessage) (*reaper, error) {
 // the sandbox's tasks (nil when there is none). It needs CAP_SYS_ADMIN
 // inside the Sentry, which lockDownGVisor then drops.
 func prepareFileSystems(s initproto.SetupMessage) (*os.File, error) {
-	// An engine that forgot the /proc lists must not get an unmasked /proc.
-	if len(s.MaskPaths) == 0 || len(s.ReadOnlyPaths) == 0 {
-		return nil, errors.New("setup has no /proc paths to mask")
-	}
 	if len(s.UserNamespaceLimits) > 0 || len(s.Rlimits) > 0 {
 		// The Sentry implements inotify, signal queues and message queues
 		// itself and refuses those rlimits: a setup that asks for them was
@@ -155,30 +153,39 @@ func prepareFileSystems(s initproto.SetupMessage) (*os.File, error) {
 	// for a moment. Without it the process limit is still enforced (the
 	// Sentry's RLIMIT_NPROC), only not reported.
 	tasks, _ := countTasks("/tmp")
+	return tasks, mountScratch(s)
+}
+
+// mountScratch mounts the size- and inode-limited tmpfs file systems,
+// makes /proc's writable corners read-only and writes the resolver
+// configuration for egress: what every sandbox the Go init builds gets.
+func mountScratch(s initproto.SetupMessage) error {
+	// An engine that forgot the /proc lists must not get an unmasked /proc.
+	if len(s.MaskPaths) == 0 || len(s.ReadOnlyPaths) == 0 {
+		return errors.New("setup has no /proc paths to mask")
+	}
 	for _, m := range []struct {
 		path string
 		mode string
 	}{{"/tmp", "1777"}, {"/code", "0755"}, {"/dev/shm", "1777"}} {
 		if err := os.MkdirAll(m.path, 0o755); err != nil {
-			return nil, fmt.Errorf("create %s: %w", m.path, err)
+			return fmt.Errorf("create %s: %w", m.path, err)
 		}
 		if err := mount("tmpfs", m.path, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV,
 			fmt.Sprintf("size=%d,nr_inodes=%d,mode=%s", s.TmpBytes, s.MaxInodes, m.mode)); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	// The Sentry's /proc shows no host state, but some of it is writable
 	// (the UTS hostname, a no-op sysrq-trigger): hide and freeze the same
 	// paths as in a namespaces sandbox, so that both refuse the same writes.
 	if err := maskProc("/", s); err != nil {
-		return nil, err
+		return err
 	}
 	if len(s.DNS) > 0 {
-		if err := writeResolvConf(s.DNS); err != nil {
-			return nil, err
-		}
+		return writeResolvConf(s.DNS)
 	}
-	return tasks, nil
+	return nil
 }
 
 // lockDownGVisor confines init (and the reaper, which does the same before

@@ -6,8 +6,8 @@ import (
 )
 
 // RunIfRequested turns the process into a gVisor sandbox's init (or its
-// reaper, or the probe) when it was started as one, and never returns in
-// that case. Every binary that creates gVisor sandboxes (scratchrun itself,
+// reaper, or the probe), or a microVM guest's, when it was started as one,
+// and never returns in that case. Every binary that creates gVisor sandboxes (scratchrun itself,
 // and test binaries) calls it first thing in main or TestMain.
 func RunIfRequested() {
 	if code, ran := runOtherRole(); ran { // see gvisor.go
@@ -20,7 +20,7 @@ func Main() {
 	if code, ran := runOtherRole(); ran {
 		os.Exit(code)
 	}
-	os.Stderr.WriteString("scratchrun-init: runs only as a gVisor sandbox's init, started by the engine\n")
+	os.Stderr.WriteString("scratchrun-init: runs only as a gVisor sandbox's or a microVM guest's init, started by the engine\n")
 	os.Exit(2)
 }
 

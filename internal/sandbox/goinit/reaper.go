@@ -62,6 +62,13 @@ type reaper struct {
 // the pre-started interpreter), and waits until it is ready. It runs before
 // init confines itself: making namespaces is refused afterwards.
 func startReaper(setup initproto.SetupMessage) (*reaper, error) {
+	return startReaperIn(setup, nil)
+}
+
+// startReaperIn is startReaper with join, when set, called with the
+// reaper's pid before the reaper is told anything (so before it starts a
+// process): a microVM's agent moves it into the guest cgroup there.
+func startReaperIn(setup initproto.SetupMessage, join func(pid int) error) (*reaper, error) {
 	ctlR, ctlW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -94,6 +101,12 @@ func startReaper(setup initproto.SetupMessage) (*reaper, error) {
 	}
 	r := &reaper{pid: pid, control: ctlW, status: stR, exited: make(chan syscall.WaitStatus, 1)}
 	go r.keepRunning()
+	if join != nil {
+		if err := join(pid); err != nil {
+			r.end()
+			return nil, err
+		}
+	}
 	if err := initproto.WriteMessage(r.control, setup); err != nil {
 		r.end()
 		return nil, fmt.Errorf("send the reaper its setup: %w", err)
@@ -143,7 +156,9 @@ func (r *reaper) end() {
 	r.ws = <-r.exited
 	r.control.Close()
 	r.status.Close()
-	waitAlone(reaperGrace)
+	if !inGuest {
+		waitAlone(reaperGrace)
+	}
 }
 
 // waitAlone waits, up to grace, until init is the only process left in the

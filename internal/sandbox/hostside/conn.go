@@ -69,6 +69,13 @@ func NewConn(host Host, t Timeouts) (*Conn, error) {
 	return &Conn{Pipes: p, host: host, timeouts: t}, nil
 }
 
+// NewConnWith is NewConn over pipes the backend made itself (a microVM's
+// are sockets to its VMM); it owns them from now on. Their child ends, if
+// any, are the backend's to hand over and close.
+func NewConnWith(host Host, t Timeouts, p *Pipes) *Conn {
+	return &Conn{Pipes: p, host: host, timeouts: t}
+}
+
 // Setup sends init its setup and waits until it reports the sandbox built.
 func (c *Conn) Setup(ctx context.Context, m initproto.SetupMessage) error {
 	if err := initproto.WriteMessage(c.Control, m); err != nil {
