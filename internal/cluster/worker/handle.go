@@ -11,9 +11,11 @@ import (
 	"github.com/scratchrun/scratchrun/internal/execapi"
 )
 
-// maxParts bounds the parts an offer may announce: a request is at most
-// the front end's body limit, which no sane limit cuts into more.
-const maxParts = 4096
+// maxRequestBytes bounds a request a worker takes, whatever a front end
+// sends: a front end's body limit is 10 MiB by default, and the contract's
+// own limits (code, files, env) far less; a worker never holds more for one
+// call.
+const maxRequestBytes = 64 << 20
 
 // handle takes one frame addressed to the worker. NATS calls it for one
 // message at a time; it never waits for a run.
@@ -39,7 +41,7 @@ func (w *Worker) handle(m *nats.Msg) {
 		}
 	case cluster.KindPart:
 		if c != nil && c.state == cluster.StateWaiting {
-			if i := cluster.Int(m, cluster.HeaderPart); i > 0 && i < len(c.parts) && c.parts[i] == nil {
+			if i := cluster.Int(m, cluster.HeaderPart); i > 0 && i < len(c.parts) && c.parts[i] == nil && int64(len(m.Data)) <= w.cfg.Conn.MaxPayload() {
 				c.parts[i] = m.Data
 				c.have++
 				w.startIfCompleteLocked(c)
@@ -88,7 +90,7 @@ func (w *Worker) offerLocked(id string, m *nats.Msg) {
 		return
 	}
 	n := cluster.Int(m, cluster.HeaderParts)
-	if n < 1 || n > maxParts {
+	if maxParts := maxRequestBytes/cluster.PartSize(w.cfg.Conn.MaxPayload()) + 1; n < 1 || n > maxParts {
 		w.refuseLocked(m, cluster.Failure{Invalid: &cluster.Invalid{Field: "request", Message: "the front end sent an offer with " + strconv.Itoa(n) + " parts"}})
 		return
 	}
