@@ -17,6 +17,7 @@ import (
 
 	"github.com/scratchrun/scratchrun/internal/netpolicy"
 	"github.com/scratchrun/scratchrun/internal/sandbox"
+	"github.com/scratchrun/scratchrun/internal/testenv"
 )
 
 // isolatedEnv marks the copy of this test binary that runs in a network
@@ -71,8 +72,8 @@ func TestEgressThroughSlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	img, _ := image(t, "python3.13")
-	c := config(img)
+	img, _ := env.Image(t, "python3.13")
+	c := testenv.SandboxConfig(img)
 	c.Network = &sandbox.Network{NetNSFD: slot.FD(), DNS: []string{worldResolver.String()}}
 	r := run(t, c, sandbox.Job{Argv: []string{"/usr/bin/python3.13", "-c", fmt.Sprintf(`import errno, socket
 print(open('/etc/resolv.conf').read().split()[1])
@@ -93,8 +94,8 @@ for name, host in (('internet', %q), ('private', %q), ('metadata', %q)):
 	}
 	// No IPv6 at all: not even a route to try.
 	want := fmt.Sprintf("%s\n['eth0', 'lo']\nipv6 ENETUNREACH\ninternet hello from the internet\nprivate ECONNREFUSED\nmetadata ECONNREFUSED\n", worldResolver)
-	if r.stdout != want {
-		t.Errorf("stdout %q, want %q (stderr %q)", r.stdout, want, r.stderr)
+	if r.Stdout != want {
+		t.Errorf("stdout %q, want %q (stderr %q)", r.Stdout, want, r.Stderr)
 	}
 }
 
