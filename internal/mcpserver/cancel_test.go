@@ -99,18 +99,7 @@ func TestCancelledCallGetsNoResponse(t *testing.T) {
 	defer func() { cs.Close(); ss.Wait() }()
 	before := leakcheck.Take(leakOpts)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	params := &mcp.CallToolParams{Name: ToolName, Arguments: map[string]any{
-		"runtime": "bash", "code": "echo running; sleep 25; echo never", "timeout_ms": 30000,
-	}}
-	params.SetProgressToken("cancel-me")
-	done := make(chan error, 1)
-	go func() {
-		_, err := cs.CallTool(ctx, params)
-		done <- err
-	}()
-	waitForProgress(t, plog, "running")
+	cancel, done := startLongCall(t, cs, plog)
 	responsesBefore := len(wire.responses())
 	cancel()
 	if err := <-done; err == nil {
@@ -146,6 +135,28 @@ func TestCancelledCallGetsNoResponse(t *testing.T) {
 	}
 }
 
+// startLongCall starts a call of 25 s that reports progress (token
+// "cancel-me") and returns once its program reports running: cancel
+// cancels the call, done gives what CallTool returned.
+func startLongCall(t *testing.T, cs *mcp.ClientSession, plog *progressLog) (cancel context.CancelFunc, done <-chan error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	params := &mcp.CallToolParams{Name: ToolName, Arguments: map[string]any{
+		"runtime": "bash", "code": "echo running; sleep 25; echo never", "timeout_ms": 30000,
+	}}
+	params.SetProgressToken("cancel-me")
+	returned := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, params)
+		returned <- err
+	}()
+	waitForProgress(t, plog, "running")
+	return cancel, returned
+}
+
+// waitForProgress waits, up to 20 s, for a progress notification whose
+// message shows text (the program's output).
 func waitForProgress(t *testing.T, plog *progressLog, text string) {
 	t.Helper()
 	deadline := time.After(20 * time.Second)

@@ -93,27 +93,7 @@ func TestCancellationKillsTheSandbox(t *testing.T) {
 		&mcp.ClientOptions{ProgressNotificationHandler: plog.handler})
 	before := leakcheck.Take(leakOpts)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	params := &mcp.CallToolParams{Name: ToolName, Arguments: map[string]any{
-		"runtime": "bash", "code": "echo running; sleep 25; echo never", "timeout_ms": 30000,
-	}}
-	params.SetProgressToken("cancel-me")
-	done := make(chan error, 1)
-	go func() {
-		_, err := cs.CallTool(ctx, params)
-		done <- err
-	}()
-	// Wait until the program is running (its output shows in progress).
-	deadline := time.After(20 * time.Second)
-	for running := false; !running; {
-		select {
-		case p := <-plog.seen:
-			running = strings.Contains(p.Message, "running")
-		case <-deadline:
-			t.Fatal("the program never reported running")
-		}
-	}
+	cancel, done := startLongCall(t, cs, plog)
 	cancelled := time.Now()
 	cancel()
 	if err := <-done; err == nil {
