@@ -88,14 +88,11 @@ func (s *Store) List() ([]ImageInfo, error) {
 // unfinished builds. A sandbox still using a pruned image loses it, so
 // prune when the engine is idle.
 func (s *Store) Prune() error {
-	unlock, err := s.lock(context.Background(), io.Discard)
+	unlock, err := s.lockToWrite(context.Background(), io.Discard)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	if err := s.removeStaleTmp(io.Discard); err != nil {
-		return err
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.refreshLocked(); err != nil {
