@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -234,10 +233,7 @@ func TestPulledRuntimeInServeAndMCP(t *testing.T) {
 		t.Errorf("the MCP tool does not offer py313: %s\n%s", schema, tools.Tools[0].Description)
 	}
 	cs.Close()
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	if code := p.wait(t); code != 0 {
-		t.Errorf("exit %d:\n%s", code, p.stderr())
-	}
+	p.stop(t)
 	if left := leakcheck.WaitClean(before, leakOpts, 5*time.Second); len(left) > 0 {
 		t.Errorf("left behind:\n  %s", strings.Join(left, "\n  "))
 	}
