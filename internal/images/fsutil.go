@@ -60,8 +60,9 @@ func (s *Store) lockToWrite(ctx context.Context, progress io.Writer) (unlock fun
 }
 
 // editFresh runs edit holding the store lock (other processes) and s.mu
-// (this one), on the store as the disk has it now: how runtime and alias
-// files are changed.
+// (this one), on the store as the disk has it now (temporaries of
+// unfinished builds are not in that view): how runtime and alias files are
+// changed and images pruned.
 func (s *Store) editFresh(edit func() error) error {
 	unlock, err := s.lock(context.Background(), io.Discard)
 	if err != nil {
