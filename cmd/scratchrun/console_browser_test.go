@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -399,12 +398,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Errorf("serve does not say where the console is:\n%s", p.stderr())
 	}
 
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if code := p.wait(t); code != 0 {
-		t.Errorf("serve exited %d:\n%s", code, p.stderr())
-	}
+	p.stop(t)
 	if left := leakcheck.WaitClean(before, leakOpts, 5*time.Second); len(left) > 0 {
 		t.Errorf("left behind:\n  %s", strings.Join(left, "\n  "))
 	}

@@ -43,10 +43,7 @@ func TestServeMetricsAddr(t *testing.T) {
 			t.Errorf("%s without a key: %d %v", path, s, err)
 		}
 	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	if code := p.wait(t); code != 0 {
-		t.Errorf("exit %d:\n%s", code, p.stderr())
-	}
+	p.stop(t)
 
 	r := scratchrun(t, t.TempDir(), "", "serve", "--addr", "127.0.0.1:0", "--db", db, "--metrics-addr", "0.0.0.0:0")
 	if r.code != exitUsage || !strings.Contains(r.stderr, "--allow-public-metrics") {
@@ -55,6 +52,18 @@ func TestServeMetricsAddr(t *testing.T) {
 	r = scratchrun(t, t.TempDir(), "", "serve", "--addr", "127.0.0.1:0", "--db", db, "--max-conns", "-1")
 	if r.code != exitUsage || !strings.Contains(r.stderr, "--max-conns") {
 		t.Errorf("--max-conns -1: exit %d %q", r.code, r.stderr)
+	}
+}
+
+// stop ends the server as an operator does (SIGTERM) and fails t unless it
+// drains and exits 0.
+func (p *serveProcess) stop(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t); code != 0 {
+		t.Errorf("serve exited %d:\n%s", code, p.stderr())
 	}
 }
 

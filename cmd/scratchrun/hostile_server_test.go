@@ -91,10 +91,7 @@ func TestHostileLoadFourTimesCapacity(t *testing.T) {
 	if rss := vmRSSKiB(pid); rss > rssStart+256*1024 {
 		t.Errorf("server RSS grew from %d KiB to %d KiB", rssStart, rss)
 	}
-	srv.cmd.Process.Signal(syscall.SIGTERM)
-	if code := srv.wait(t); code != 0 {
-		t.Errorf("serve exited %d", code)
-	}
+	srv.stop(t)
 	if left := leakcheck.WaitClean(before, leakOpts, 10*time.Second); len(left) > 0 {
 		t.Errorf("left after the load: %v", left)
 	}

@@ -71,6 +71,13 @@ func scratchrun(t *testing.T, dir, stdin string, args ...string) cliResult {
 	cmd := exec.Command(binary, args...)
 	cmd.Dir = dir
 	cmd.Stdin = strings.NewReader(stdin)
+	return runCLI(t, cmd)
+}
+
+// runCLI runs cmd, a scratchrun command, and returns what it printed and
+// its exit status; t fails when it cannot run at all.
+func runCLI(t *testing.T, cmd *exec.Cmd) cliResult {
+	t.Helper()
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -78,7 +85,7 @@ func scratchrun(t *testing.T, dir, stdin string, args ...string) cliResult {
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
 	} else if err != nil {
-		t.Fatalf("run scratchrun %v: %v", args, err)
+		t.Fatalf("run %v: %v", cmd.Args, err)
 	}
 	return cliResult{out.String(), errb.String(), code}
 }

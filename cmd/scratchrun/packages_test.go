@@ -103,16 +103,7 @@ func (w *packageWorld) exec(t *testing.T, env []string, args ...string) cliResul
 	t.Helper()
 	cmd := exec.Command("ip", append([]string{"netns", "exec", w.host, binary, "exec", "--allow-egress", "--network", "egress", "--timeout-ms", "30000", "--memory-mb", "512"}, args...)...)
 	cmd.Env = append(append(os.Environ(), "SCRATCHRUN_DNS=198.51.100.53"), env...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return cliResult{out.String(), errb.String(), code}
+	return runCLI(t, cmd)
 }
 
 // packageIndex serves a PEP 503 simple index (/simple/) and an npm registry

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/scratchrun/scratchrun/internal/images/imagestest"
 	"github.com/scratchrun/scratchrun/internal/leakcheck"
 )
 
@@ -31,50 +31,50 @@ import (
 // alias says in its note what ran.
 func TestImagesPullAndRun(t *testing.T) {
 	base := projectRootfsLayer(t)
-	reg := newLoopbackRegistry(t)
+	reg := imagestest.NewRegistry(t)
 
-	files := []layerEntry{
+	files := []imagestest.Entry{
 		// Mount points that are not directories: the sandbox must still
 		// get its own /tmp and /proc, not what these point to.
-		{name: "tmp", typ: tar.TypeSymlink, link: "/etc"},
-		{name: "proc", typ: tar.TypeSymlink, link: "/proc"},
-		{name: "code", typ: tar.TypeReg, mode: 0o644, body: []byte("not a directory")},
-		{name: "opt/", typ: tar.TypeDir, mode: 0o755},
-		{name: "opt/keep", typ: tar.TypeReg, mode: 0o644, body: []byte("v1\n")},
-		{name: "opt/gone", typ: tar.TypeReg, mode: 0o644, body: []byte("deleted by the upper layer\n")},
-		{name: "opt/dir/", typ: tar.TypeDir, mode: 0o755},
-		{name: "opt/dir/a", typ: tar.TypeReg, mode: 0o644},
-		{name: "opt/dir/b", typ: tar.TypeReg, mode: 0o644},
+		{Name: "tmp", Type: tar.TypeSymlink, Link: "/etc"},
+		{Name: "proc", Type: tar.TypeSymlink, Link: "/proc"},
+		{Name: "code", Type: tar.TypeReg, Mode: 0o644, Body: "not a directory"},
+		{Name: "opt/", Type: tar.TypeDir, Mode: 0o755},
+		{Name: "opt/keep", Type: tar.TypeReg, Mode: 0o644, Body: "v1\n"},
+		{Name: "opt/gone", Type: tar.TypeReg, Mode: 0o644, Body: "deleted by the upper layer\n"},
+		{Name: "opt/dir/", Type: tar.TypeDir, Mode: 0o755},
+		{Name: "opt/dir/a", Type: tar.TypeReg, Mode: 0o644},
+		{Name: "opt/dir/b", Type: tar.TypeReg, Mode: 0o644},
 	}
-	upper := []layerEntry{
-		{name: "opt/", typ: tar.TypeDir, mode: 0o755},
-		{name: "opt/.wh.gone", typ: tar.TypeReg},
-		{name: "opt/keep", typ: tar.TypeReg, mode: 0o644, body: []byte("v2\n")},
-		{name: "opt/dir/", typ: tar.TypeDir, mode: 0o755},
-		{name: "opt/dir/.wh..wh..opq", typ: tar.TypeReg},
-		{name: "opt/dir/c", typ: tar.TypeReg, mode: 0o644},
+	upper := []imagestest.Entry{
+		{Name: "opt/", Type: tar.TypeDir, Mode: 0o755},
+		{Name: "opt/.wh.gone", Type: tar.TypeReg},
+		{Name: "opt/keep", Type: tar.TypeReg, Mode: 0o644, Body: "v2\n"},
+		{Name: "opt/dir/", Type: tar.TypeDir, Mode: 0o755},
+		{Name: "opt/dir/.wh..wh..opq", Type: tar.TypeReg},
+		{Name: "opt/dir/c", Type: tar.TypeReg, Mode: 0o644},
 	}
 	cfg := v1.Config{Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "GREETING=from the image"}, WorkingDir: "/opt", Cmd: []string{"/bin/bash"}}
-	reg.push("team/layers:1", ociImage(t, "linux/amd64", cfg, append(slices.Clone(base), files...), upper))
+	reg.Push("team/layers:1", imagestest.Image(t, "linux/amd64", cfg, append(slices.Clone(base), files...), upper))
 
-	arch := func(a string) []layerEntry {
-		return append(slices.Clone(base), layerEntry{name: "etc/arch", typ: tar.TypeReg, mode: 0o644, body: []byte(a + "\n")})
+	arch := func(a string) []imagestest.Entry {
+		return append(slices.Clone(base), imagestest.Entry{Name: "etc/arch", Type: tar.TypeReg, Mode: 0o644, Body: a + "\n"})
 	}
 	// Both carry this host's binaries, so that either runs here: the
 	// marker tells which one was picked.
-	reg.pushIndex("team/multi:1", ociImage(t, "linux/arm64/v8", v1.Config{}, arch("arm64")), ociImage(t, "linux/amd64", v1.Config{}, arch("amd64")))
+	reg.PushIndex("team/multi:1", imagestest.Index(t, imagestest.Image(t, "linux/arm64/v8", v1.Config{}, arch("arm64")), imagestest.Image(t, "linux/amd64", v1.Config{}, arch("amd64"))))
 
 	home := append(slices.Clone(base),
-		layerEntry{name: "home/", typ: tar.TypeDir, mode: 0o755},
-		layerEntry{name: "home/app/", typ: tar.TypeDir, mode: 0o700, uid: 1000, gid: 1000},
-		layerEntry{name: "home/app/secret", typ: tar.TypeReg, mode: 0o600, uid: 1000, gid: 1000, body: []byte("the app's own file\n")})
-	reg.push("team/nonroot:1", ociImage(t, "linux/amd64", v1.Config{User: "app", Env: []string{"HOME=/home/app"}}, home))
+		imagestest.Entry{Name: "home/", Type: tar.TypeDir, Mode: 0o755},
+		imagestest.Entry{Name: "home/app/", Type: tar.TypeDir, Mode: 0o700, UID: 1000, GID: 1000},
+		imagestest.Entry{Name: "home/app/secret", Type: tar.TypeReg, Mode: 0o600, UID: 1000, GID: 1000, Body: "the app's own file\n"})
+	reg.Push("team/nonroot:1", imagestest.Image(t, "linux/amd64", v1.Config{User: "app", Env: []string{"HOME=/home/app"}}, home))
 
 	dir := worldReadableTempDir(t)
 	t.Setenv("SCRATCHRUN_DATA_DIR", filepath.Join(dir, "data"))
 	pull := func(name, ref string, extra ...string) cliResult {
 		t.Helper()
-		args := append([]string{"images", "pull", name, reg.ref(ref), "--command", "/bin/bash {file}", "--file", "main.sh"}, extra...)
+		args := append([]string{"images", "pull", name, reg.Ref(ref), "--command", "/bin/bash {file}", "--file", "main.sh"}, extra...)
 		r := scratchrun(t, dir, "", args...)
 		if r.code != 0 {
 			t.Fatalf("pull %s: exit %d stderr %q", ref, r.code, r.stderr)
@@ -93,10 +93,10 @@ echo x > /tmp/x && [ ! -e /etc/x ] && [ -d /tmp ] && [ -r /proc/self/status ] &&
 		t.Errorf("layers: exit %d stdout %q (want %q) stderr %q", r.code, r.stdout, want, r.stderr)
 	}
 
-	blobs := reg.blobs()
+	blobs := reg.BlobDownloads()
 	r = pull("layers-again", "team/layers:1")
-	if reg.blobs() != blobs || !strings.Contains(r.stderr, "nothing to download") {
-		t.Errorf("second pull of the same digest downloaded %d blobs: %q", reg.blobs()-blobs, r.stderr)
+	if reg.BlobDownloads() != blobs || !strings.Contains(r.stderr, "nothing to download") {
+		t.Errorf("second pull of the same digest downloaded %d blobs: %q", reg.BlobDownloads()-blobs, r.stderr)
 	}
 
 	pull("multi", "team/multi:1")
@@ -117,7 +117,7 @@ echo x > /tmp/x && [ ! -e /etc/x ] && [ -d /tmp ] && [ -r /proc/self/status ] &&
 	}
 
 	r = scratchrun(t, dir, "", "images", "list")
-	for _, want := range []string{reg.ref("team/layers:1"), "layers,layers-again", reg.ref("team/multi:1") + " (linux/arm64/v8)", "pull"} {
+	for _, want := range []string{reg.Ref("team/layers:1"), "layers,layers-again", reg.Ref("team/multi:1") + " (linux/arm64/v8)", "pull"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("images list lacks %q:\n%s", want, r.stdout)
 		}
@@ -148,17 +148,17 @@ echo x > /tmp/x && [ ! -e /etc/x ] && [ -d /tmp ] && [ -r /proc/self/status ] &&
 // A pull that fails (here a layer corrupted on its way) says which layer,
 // exits 1, and leaves nothing behind.
 func TestImagesPullCorruptLayer(t *testing.T) {
-	reg := newLoopbackRegistry(t)
-	img := ociImage(t, "linux/amd64", v1.Config{}, projectRootfsLayer(t))
-	reg.push("team/broken:1", img)
+	reg := imagestest.NewRegistry(t)
+	img := imagestest.Image(t, "linux/amd64", v1.Config{}, projectRootfsLayer(t))
+	reg.Push("team/broken:1", img)
 	layers, _ := img.Layers()
 	digest, _ := layers[0].Digest()
-	reg.corrupt = digest.String()
+	reg.Corrupt(digest)
 
 	dir := worldReadableTempDir(t)
 	data := filepath.Join(dir, "data")
 	t.Setenv("SCRATCHRUN_DATA_DIR", data)
-	r := scratchrun(t, dir, "", "images", "pull", "broken", reg.ref("team/broken:1"), "--command", "/bin/bash {file}", "--file", "main.sh")
+	r := scratchrun(t, dir, "", "images", "pull", "broken", reg.Ref("team/broken:1"), "--command", "/bin/bash {file}", "--file", "main.sh")
 	if r.code != 1 || !strings.Contains(r.stderr, "layer 1/1 "+digest.String()) {
 		t.Errorf("exit %d stderr %q", r.code, r.stderr)
 	}
@@ -184,11 +184,11 @@ func TestImagesPullCorruptLayer(t *testing.T) {
 // pre-starts the image's interpreter), and run.
 func TestPulledRuntimeInServeAndMCP(t *testing.T) {
 	before := leakcheck.Take(leakOpts)
-	reg := newLoopbackRegistry(t)
-	reg.push("lang/python:3.13", ociImage(t, "linux/amd64", v1.Config{Env: []string{"LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1"}}, projectRootfsLayer(t, true)))
+	reg := imagestest.NewRegistry(t)
+	reg.Push("lang/python:3.13", imagestest.Image(t, "linux/amd64", v1.Config{Env: []string{"LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1"}}, projectRootfsLayer(t, true)))
 	dir := worldReadableTempDir(t)
 	t.Setenv("SCRATCHRUN_DATA_DIR", filepath.Join(dir, "data"))
-	r := scratchrun(t, dir, "", "images", "pull", "py313", reg.ref("lang/python:3.13"), "--command", "/usr/bin/python3.13 {file}",
+	r := scratchrun(t, dir, "", "images", "pull", "py313", reg.Ref("lang/python:3.13"), "--command", "/usr/bin/python3.13 {file}",
 		"--file", "main.py", "--warm", "python", "--version", "3.13", "--libraries", "stdlib")
 	if r.code != 0 {
 		t.Fatalf("pull: exit %d stderr %q", r.code, r.stderr)
@@ -200,7 +200,7 @@ func TestPulledRuntimeInServeAndMCP(t *testing.T) {
 		Runtimes []struct{ Name, Version, Image string }
 	}
 	if err != nil || s != 200 || json.Unmarshal([]byte(body), &info) != nil || len(info.Runtimes) != 1 ||
-		info.Runtimes[0].Name != "py313" || info.Runtimes[0].Version != "3.13" || info.Runtimes[0].Image != reg.ref("lang/python:3.13") {
+		info.Runtimes[0].Name != "py313" || info.Runtimes[0].Version != "3.13" || info.Runtimes[0].Image != reg.Ref("lang/python:3.13") {
 		t.Fatalf("GET /v1/runtimes: %d %s %v", s, body, err)
 	}
 	warm := func() bool {
@@ -233,10 +233,7 @@ func TestPulledRuntimeInServeAndMCP(t *testing.T) {
 		t.Errorf("the MCP tool does not offer py313: %s\n%s", schema, tools.Tools[0].Description)
 	}
 	cs.Close()
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	if code := p.wait(t); code != 0 {
-		t.Errorf("exit %d:\n%s", code, p.stderr())
-	}
+	p.stop(t)
 	if left := leakcheck.WaitClean(before, leakOpts, 5*time.Second); len(left) > 0 {
 		t.Errorf("left behind:\n  %s", strings.Join(left, "\n  "))
 	}
@@ -245,7 +242,7 @@ func TestPulledRuntimeInServeAndMCP(t *testing.T) {
 // `images import` takes what `docker save` writes and an OCI image layout,
 // as well as a rootfs tarball, and the runtime runs.
 func TestImagesImportArchiveAndLayout(t *testing.T) {
-	img := ociImage(t, "linux/amd64", v1.Config{Env: []string{"ORIGIN=archive"}}, projectRootfsLayer(t))
+	img := imagestest.Image(t, "linux/amd64", v1.Config{Env: []string{"ORIGIN=archive"}}, projectRootfsLayer(t))
 	dir := worldReadableTempDir(t)
 	archive := filepath.Join(dir, "saved.tar")
 	tag, _ := name.NewTag("team/saved:1")

@@ -411,10 +411,7 @@ func TestServeFrontEndsShareAPostgresKeyStore(t *testing.T) {
 	if u.code != 0 || strings.Count(u.stdout, " local ") != 1 {
 		t.Errorf("usage: want the one run that ended, on the local worker:\n%s%s", u.stdout, u.stderr)
 	}
-	b.cmd.Process.Signal(syscall.SIGTERM)
-	if code := b.wait(t); code != 0 {
-		t.Errorf("exit %d:\n%s", code, b.stderr())
-	}
+	b.stop(t)
 	// The killed server's sandbox died with it; the next engine sweeps what
 	// it left.
 	if r := scratchrun(t, t.TempDir(), "", "exec", "--runtime", "bash", "--code", "true"); r.code != 0 {
@@ -504,10 +501,7 @@ func TestServeMCPWithKeys(t *testing.T) {
 		t.Error("a revoked key's MCP call went through")
 	}
 	cs.Close()
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	if code := p.wait(t); code != 0 {
-		t.Errorf("exit %d:\n%s", code, p.stderr())
-	}
+	p.stop(t)
 	if left := leakcheck.WaitClean(before, leakOpts, 5*time.Second); len(left) > 0 {
 		t.Errorf("left behind:\n  %s", strings.Join(left, "\n  "))
 	}
@@ -562,8 +556,5 @@ func TestServeDescribesAdmission(t *testing.T) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	if code := p.wait(t); code != 0 {
-		t.Errorf("exit %d:\n%s", code, p.stderr())
-	}
+	p.stop(t)
 }

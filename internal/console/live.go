@@ -1,48 +1,25 @@
 package console
 
 import (
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
 
+	"github.com/scratchrun/scratchrun/internal/execapi"
 	"github.com/scratchrun/scratchrun/internal/httpapi"
 )
 
 // AdmissionState is how admission decides, as the Live page shows it: the
-// calls it holds and how far it will go (the engine's admission by
-// resources, execapi.AdmissionInfo), or, for a service with no admission
-// of its own (a remote one), only the calls the server has in flight.
+// engine's admission by resources as it describes itself
+// (execapi.AdmissionInfo, the same fields and JSON names), with the mode
+// it adds; for a service with no admission of its own (a remote one), only
+// the calls the server has in flight.
 type AdmissionState struct {
 	// Mode is "resources" (memory and CPU measured) or "none" (the service
 	// admits calls itself, out of this server's sight).
 	Mode string `json:"mode"`
-	// Running counts the calls admitted and not yet ended (Starting of
-	// them still starting their sandbox, CPUBound seen computing), Waiting
-	// those queued for room; Free how many more would start now.
-	Running  int `json:"running"`
-	Starting int `json:"starting"`
-	CPUBound int `json:"cpu_bound"`
-	Waiting  int `json:"waiting"`
-	Free     int `json:"free"`
-	// Capacity bounds the calls running at once, MaxQueue those waiting,
-	// QueueWaitMS how long each may wait.
-	Capacity    int   `json:"capacity"`
-	MaxQueue    int   `json:"max_queue"`
-	QueueWaitMS int64 `json:"queue_wait_ms"`
-	// MemoryBudgetBytes is what all sandboxes may use together (0: memory
-	// is not measured), MemoryUsedBytes what they use, MemoryReservedBytes
-	// that plus a floor for each call still starting.
-	MemoryBudgetBytes   int64 `json:"memory_budget_bytes"`
-	MemoryUsedBytes     int64 `json:"memory_used_bytes"`
-	MemoryReservedBytes int64 `json:"memory_reserved_bytes"`
-	// CPUPressure is the share of recent time runnable tasks waited for a
-	// CPU (0 to 1), from CPUGauge; admission stops at CPUThreshold (0: CPU
-	// is not measured).
-	CPUPressure  float64 `json:"cpu_pressure"`
-	CPUThreshold float64 `json:"cpu_threshold"`
-	CPUGauge     string  `json:"cpu_gauge"`
-	// Rejections counts admission's refusals since start, by reason.
-	Rejections map[string]int64 `json:"rejections"`
+	execapi.AdmissionInfo
 }
 
 // Admission modes.
@@ -53,19 +30,15 @@ const (
 
 // admissionState is the Live page's view of l's admission.
 func admissionState(l httpapi.Live) AdmissionState {
-	a := l.Admission
-	if a == nil {
-		return AdmissionState{Mode: ModeNone, Running: l.InGate, Rejections: map[string]int64{}}
+	if l.Admission == nil {
+		return AdmissionState{Mode: ModeNone, AdmissionInfo: execapi.AdmissionInfo{
+			Running: l.InGate, Rejections: map[execapi.RefusalReason]int64{}}}
 	}
-	st := AdmissionState{
-		Mode: ModeResources, Running: a.Running, Starting: a.Starting, CPUBound: a.CPUBound, Waiting: a.Waiting, Free: a.Free,
-		Capacity: a.Capacity, MaxQueue: a.MaxQueue, QueueWaitMS: a.QueueWaitMS,
-		MemoryBudgetBytes: a.MemoryBudgetBytes, MemoryUsedBytes: a.MemoryUsedBytes, MemoryReservedBytes: a.MemoryReservedBytes,
-		CPUPressure: a.CPUPressure, CPUThreshold: a.CPUThreshold, CPUGauge: a.CPUGauge,
-		Rejections: map[string]int64{},
-	}
-	for reason, n := range a.Rejections {
-		st.Rejections[string(reason)] = n
+	st := AdmissionState{Mode: ModeResources, AdmissionInfo: *l.Admission}
+	// A copy: the page's map must not be the live one's.
+	st.Rejections = maps.Clone(l.Admission.Rejections)
+	if st.Rejections == nil {
+		st.Rejections = map[execapi.RefusalReason]int64{}
 	}
 	return st
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -19,6 +18,7 @@ import (
 	"github.com/scratchrun/scratchrun/internal/execapi/execapitest"
 	"github.com/scratchrun/scratchrun/internal/httpapi"
 	"github.com/scratchrun/scratchrun/internal/store"
+	"github.com/scratchrun/scratchrun/internal/testenv"
 )
 
 // These tests run the console on a real server (httpapi, on 127.0.0.1,
@@ -89,21 +89,10 @@ func startConsole(t *testing.T, o consoleOptions) *testConsole {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-		keys.Close()
-	})
-	return &testConsole{t: t, URL: "http://" + ln.Addr().String(), keys: keys, fake: fake, srv: srv, clock: clk}
+	// Registered first, run last: the keys outlive the server.
+	t.Cleanup(func() { keys.Close() })
+	serverURL := testenv.ServeLoopback(t, srv.Serve)
+	return &testConsole{t: t, URL: serverURL, keys: keys, fake: fake, srv: srv, clock: clk}
 }
 
 // browser is a client with a cookie jar that does not follow redirects

@@ -93,12 +93,9 @@ func TestMachineMemoryKillIsReportedAsTheMachines(t *testing.T) {
 	newTestEngine(t, nil)
 	backend := budgetLevel.Backend(t)
 	before := budgetLevel.Snapshot()
-	cfg := DefaultConfig()
-	cfg.Admission = admission.Settings{MemoryBudget: 256 << 20, CallFloor: 16 << 20}
-	e, err := New(cfg, testStore, backend)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := newEngineOn(t, backend, func(cfg *Config) {
+		cfg.Admission = admission.Settings{MemoryBudget: 256 << 20, CallFloor: 16 << 20}
+	})
 	// 150 MiB each, both well within their 400 MB limits, 300 together.
 	const take = "import time\nheld = b'x' * (150 << 20)\nprint('holding', flush=True)\ntime.sleep(%s)\n"
 	results := make(chan execapi.Result, 2)

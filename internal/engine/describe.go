@@ -12,21 +12,10 @@ var _ execapi.Service = (*Engine)(nil)
 // Describe implements execapi.Service from the installed images and the
 // operator's policy.
 func (e *Engine) Describe(context.Context) (execapi.Info, error) {
-	p := e.cfg.Policy
-	info := execapi.Info{
-		Isolation:        e.backend.Name(),
-		NetworkDefault:   p.NetworkDefault,
-		EgressAllowed:    p.AllowEgress,
-		DefaultTimeoutMS: int(p.DefaultTimeout.Milliseconds()),
-		MinTimeoutMS:     int(p.MinTimeout.Milliseconds()),
-		MaxTimeoutMS:     int(p.MaxTimeout.Milliseconds()),
-		DefaultMemoryMB:  p.DefaultMemoryMB,
-		MinMemoryMB:      p.MinMemoryMB,
-		MaxMemoryMB:      p.MaxMemoryMB,
-		OutputLimitBytes: e.cfg.OutputLimitBytes,
-		MaxReturnBytes:   e.cfg.MaxReturnBytes,
-		UnenforcedLimits: []string{},
-	}
+	info := e.cfg.Policy.Info()
+	info.Isolation = e.backend.Name()
+	info.OutputLimitBytes, info.MaxReturnBytes = e.cfg.OutputLimitBytes, e.cfg.MaxReturnBytes
+	info.UnenforcedLimits = []string{}
 	adm := e.adm.Info()
 	info.Admission = &adm
 	for _, l := range e.backend.UnenforcedLimits() {

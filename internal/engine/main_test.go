@@ -55,11 +55,18 @@ func newTestEngine(t testing.TB, mutate func(*Config)) *Engine {
 		testBackend = nsLevel.Backend(t)
 		testNS = nsLevel.Real().(*namespaces.Backend)
 	}
+	return newEngineOn(t, testBackend, mutate)
+}
+
+// newEngineOn returns an engine over the real image store and backend, its
+// configuration the default one changed by mutate (when set).
+func newEngineOn(t testing.TB, backend *testenv.Shared, mutate func(*Config)) *Engine {
+	t.Helper()
 	cfg := DefaultConfig()
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	e, err := New(cfg, testStore, testBackend)
+	e, err := New(cfg, testStore, backend)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,15 +134,7 @@ func forEachBackend(t *testing.T, mutate func(*Config), test func(t *testing.T, 
 		}
 		t.Run(level.Name, func(t *testing.T) {
 			newTestEngine(t, nil) // the store, and the default level first
-			backend := level.Backend(t)
-			cfg := DefaultConfig()
-			if mutate != nil {
-				mutate(&cfg)
-			}
-			e, err := New(cfg, testStore, backend)
-			if err != nil {
-				t.Fatal(err)
-			}
+			e := newEngineOn(t, level.Backend(t), mutate)
 			levelsByEngine.Store(e, level)
 			test(t, e)
 		})

@@ -50,3 +50,20 @@ func DefaultPolicy() Policy {
 		NetworkDefault:  NetworkNone,
 	}
 }
+
+// Info is what p promises callers, as every Service describes it: the
+// network default, whether egress may be asked for, and each limit's
+// default and range. The rest of Info (runtimes, isolation, output caps,
+// admission) is the executor's own to fill in.
+func (p Policy) Info() Info {
+	return Info{
+		NetworkDefault:   p.NetworkDefault,
+		EgressAllowed:    p.AllowEgress,
+		DefaultTimeoutMS: int(p.DefaultTimeout.Milliseconds()),
+		MinTimeoutMS:     int(p.MinTimeout.Milliseconds()),
+		MaxTimeoutMS:     int(p.MaxTimeout.Milliseconds()),
+		DefaultMemoryMB:  p.DefaultMemoryMB,
+		MinMemoryMB:      p.MinMemoryMB,
+		MaxMemoryMB:      p.MaxMemoryMB,
+	}
+}

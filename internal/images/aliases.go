@@ -1,10 +1,8 @@
 package images
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"maps"
@@ -106,22 +104,14 @@ func (s *Store) RemoveAlias(alias string) error {
 // editAliases changes aliases.json under the store lock, so that two
 // operators' edits never lose one another.
 func (s *Store) editAliases(edit func(map[string]string) error) error {
-	unlock, err := s.lock(context.Background(), io.Discard)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.refreshLocked(); err != nil {
-		return err
-	}
-	aliases := maps.Clone(s.aliases)
-	if err := edit(aliases); err != nil {
-		return err
-	}
-	if err := writeJSONAtomic(filepath.Join(s.root, aliasesFile), aliasesDoc{Aliases: aliases}); err != nil {
-		return fmt.Errorf("write %s: %w", aliasesFile, err)
-	}
-	return s.refreshLocked()
+	return s.editFresh(func() error {
+		aliases := maps.Clone(s.aliases)
+		if err := edit(aliases); err != nil {
+			return err
+		}
+		if err := writeJSONAtomic(filepath.Join(s.root, aliasesFile), aliasesDoc{Aliases: aliases}); err != nil {
+			return fmt.Errorf("write %s: %w", aliasesFile, err)
+		}
+		return s.refreshLocked()
+	})
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/scratchrun/scratchrun/internal/images/imagestest"
 )
 
 func TestAliases(t *testing.T) {
@@ -84,10 +86,10 @@ func TestAliases(t *testing.T) {
 // until the alias goes, and one that appears anyway (from an upgrade's
 // catalog) wins over it.
 func TestAliasOfAnAddedRuntime(t *testing.T) {
-	reg := newTestRegistry(t)
-	reg.push("py:3.12", testImage(t, "linux/amd64", v1.Config{}, programLayer))
+	reg := imagestest.NewRegistry(t)
+	reg.Push("py:3.12", imagestest.Image(t, "linux/amd64", v1.Config{}, programLayer))
 	s := openTestStore(t)
-	if err := s.Pull(context.Background(), reg.ref("py:3.12"), specNamed("mypy"), ImageSelect{}, nil); err != nil {
+	if err := s.Pull(context.Background(), reg.Ref("py:3.12"), specNamed("mypy"), ImageSelect{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.SetAlias("python3.12", "mypy"); err != nil {
@@ -99,7 +101,7 @@ func TestAliasOfAnAddedRuntime(t *testing.T) {
 	if err := s.RemoveRuntime("mypy"); err == nil || !strings.Contains(err.Error(), "python3.12") {
 		t.Errorf("removing a runtime an alias stands for: %v", err)
 	}
-	if err := s.Pull(context.Background(), reg.ref("py:3.12"), specNamed("python3.12"), ImageSelect{}, nil); err == nil ||
+	if err := s.Pull(context.Background(), reg.Ref("py:3.12"), specNamed("python3.12"), ImageSelect{}, nil); err == nil ||
 		!strings.Contains(err.Error(), "is an alias of mypy") {
 		t.Errorf("pulling under an alias's name: %v", err)
 	}

@@ -30,14 +30,11 @@ func (s *Store) Build(ctx context.Context, names []string, force bool, progress 
 	if err != nil {
 		return err
 	}
-	unlock, err := s.lock(ctx, progress)
+	unlock, err := s.lockToWrite(ctx, progress)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	if err := s.removeStaleTmp(progress); err != nil {
-		return err
-	}
 	var errs []error
 	for i, img := range imgs {
 		step := fmt.Sprintf("[%d/%d]", i+1, len(imgs))

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/scratchrun/scratchrun/internal/images/imagestest"
 )
 
 // fakeMmdebstrap puts an executable "mmdebstrap" shell script first in
@@ -40,11 +42,11 @@ func onlyLock(t *testing.T, s *Store) {
 
 func TestBuildPipelineWithFakeMmdebstrap(t *testing.T) {
 	s := openTestStore(t)
-	fixture := writeFile(t, filepath.Join(t.TempDir(), "rootfs.tar"), buildTar(t, []tarEntry{
-		{name: "./", typ: tar.TypeDir, mode: 0o755},
-		{name: "./usr/bin/", typ: tar.TypeDir, mode: 0o755},
-		{name: "./usr/bin/python3.13", typ: tar.TypeReg, mode: 0o755, body: "fake"},
-		{name: "./dev/console", typ: tar.TypeChar, mode: 0o600},
+	fixture := writeFile(t, filepath.Join(t.TempDir(), "rootfs.tar"), imagestest.Tar(t, []imagestest.Entry{
+		{Name: "./", Type: tar.TypeDir, Mode: 0o755},
+		{Name: "./usr/bin/", Type: tar.TypeDir, Mode: 0o755},
+		{Name: "./usr/bin/python3.13", Type: tar.TypeReg, Mode: 0o755, Body: "fake"},
+		{Name: "./dev/console", Type: tar.TypeChar, Mode: 0o600},
 	}))
 	argsFile := fakeMmdebstrap(t, `echo "I: fake mmdebstrap"; cp `+fixture+` "$out"`)
 	var progress bytes.Buffer

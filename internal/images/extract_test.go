@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/scratchrun/scratchrun/internal/images/imagestest"
 )
 
 const testBase uint32 = 1500000000
@@ -17,26 +19,26 @@ func TestExtractShiftsOwnershipAndKeepsModes(t *testing.T) {
 	// Not as root, the read-only directory ro/ would stop TempDir's
 	// cleanup; removeTree opens it up.
 	t.Cleanup(func() { removeTree(dest) })
-	data := buildTar(t, []tarEntry{
-		{name: "./", typ: tar.TypeDir, mode: 0o755},
-		{name: "./etc/", typ: tar.TypeDir, mode: 0o755},
-		{name: "./etc/file", typ: tar.TypeReg, mode: 0o644, body: "hello\n"},
-		{name: "./etc/hard", typ: tar.TypeLink, link: "./etc/file"},
-		{name: "./etc/link", typ: tar.TypeSymlink, link: "/etc/file"},
-		{name: "./usr/bin/su", typ: tar.TypeReg, mode: 0o4755, body: "#!setuid\n"}, // parent dirs implicit
-		{name: "./usr/bin/wall", typ: tar.TypeReg, mode: 0o2755, gid: 5, body: "setgid\n"},
-		{name: "./home/u/", typ: tar.TypeDir, mode: 0o750, uid: 1000, gid: 1000},
-		{name: "./home/u/notes", typ: tar.TypeReg, mode: 0o600, uid: 1000, gid: 1000, body: "n"},
-		{name: "./big", typ: tar.TypeReg, mode: 0o644, uid: 70000, gid: 99999, body: "b"},
-		{name: "./tmp/", typ: tar.TypeDir, mode: 0o1777},
-		{name: "./var/open", typ: tar.TypeReg, mode: 0o666, body: "o"},
-		{name: "./ro/", typ: tar.TypeDir, mode: 0o555},
-		{name: "./ro/inside", typ: tar.TypeReg, mode: 0o444, body: "r"},
-		{name: "./dev/", typ: tar.TypeDir, mode: 0o755},
-		{name: "./dev/null", typ: tar.TypeChar, mode: 0o666},
-		{name: "./dev/sda", typ: tar.TypeBlock, mode: 0o660},
-		{name: "./run/fifo", typ: tar.TypeFifo, mode: 0o600},
-		{name: "./dev/null2", typ: tar.TypeLink, link: "./dev/null"},
+	data := imagestest.Tar(t, []imagestest.Entry{
+		{Name: "./", Type: tar.TypeDir, Mode: 0o755},
+		{Name: "./etc/", Type: tar.TypeDir, Mode: 0o755},
+		{Name: "./etc/file", Type: tar.TypeReg, Mode: 0o644, Body: "hello\n"},
+		{Name: "./etc/hard", Type: tar.TypeLink, Link: "./etc/file"},
+		{Name: "./etc/link", Type: tar.TypeSymlink, Link: "/etc/file"},
+		{Name: "./usr/bin/su", Type: tar.TypeReg, Mode: 0o4755, Body: "#!setuid\n"}, // parent dirs implicit
+		{Name: "./usr/bin/wall", Type: tar.TypeReg, Mode: 0o2755, GID: 5, Body: "setgid\n"},
+		{Name: "./home/u/", Type: tar.TypeDir, Mode: 0o750, UID: 1000, GID: 1000},
+		{Name: "./home/u/notes", Type: tar.TypeReg, Mode: 0o600, UID: 1000, GID: 1000, Body: "n"},
+		{Name: "./big", Type: tar.TypeReg, Mode: 0o644, UID: 70000, GID: 99999, Body: "b"},
+		{Name: "./tmp/", Type: tar.TypeDir, Mode: 0o1777},
+		{Name: "./var/open", Type: tar.TypeReg, Mode: 0o666, Body: "o"},
+		{Name: "./ro/", Type: tar.TypeDir, Mode: 0o555},
+		{Name: "./ro/inside", Type: tar.TypeReg, Mode: 0o444, Body: "r"},
+		{Name: "./dev/", Type: tar.TypeDir, Mode: 0o755},
+		{Name: "./dev/null", Type: tar.TypeChar, Mode: 0o666},
+		{Name: "./dev/sda", Type: tar.TypeBlock, Mode: 0o660},
+		{Name: "./run/fifo", Type: tar.TypeFifo, Mode: 0o600},
+		{Name: "./dev/null2", Type: tar.TypeLink, Link: "./dev/null"},
 	})
 	stats, err := extractTar(bytes.NewReader(data), dest, idShift{chown: isRoot(), base: testBase})
 	if err != nil {
@@ -87,8 +89,8 @@ func TestExtractShiftsOwnershipAndKeepsModes(t *testing.T) {
 		} else if st.Uid != uint32(os.Geteuid()) {
 			t.Errorf("%s: owner %d, want the caller %d", w.path, st.Uid, os.Geteuid())
 		}
-		if w.path != "usr" && !fi.ModTime().Equal(testMtime) {
-			t.Errorf("%s: mtime %v, want %v", w.path, fi.ModTime(), testMtime)
+		if w.path != "usr" && !fi.ModTime().Equal(imagestest.ModTime) {
+			t.Errorf("%s: mtime %v, want %v", w.path, fi.ModTime(), imagestest.ModTime)
 		}
 	}
 
@@ -121,7 +123,7 @@ func TestExtractRootWithoutDotEntryIsShifted(t *testing.T) {
 		t.Skip("ownership shifting needs root")
 	}
 	dest := t.TempDir()
-	data := buildTar(t, []tarEntry{{name: "bin/sh", typ: tar.TypeReg, mode: 0o755, body: "x"}})
+	data := imagestest.Tar(t, []imagestest.Entry{{Name: "bin/sh", Type: tar.TypeReg, Mode: 0o755, Body: "x"}})
 	if _, err := extractTar(bytes.NewReader(data), dest, idShift{chown: true, base: testBase}); err != nil {
 		t.Fatal(err)
 	}
@@ -139,57 +141,57 @@ func TestExtractHostileTarballs(t *testing.T) {
 	const etcCanary = "scratchrun-extract-escape-test"
 	cases := []struct {
 		name    string
-		entries func(outside string) []tarEntry
+		entries func(outside string) []imagestest.Entry
 		unsafe  bool // want ErrUnsafeEntry (else: must succeed harmlessly)
 	}{
-		{"symlink to /etc then a file through it", func(string) []tarEntry {
-			return []tarEntry{
-				{name: "etc", typ: tar.TypeSymlink, link: "/etc"},
-				{name: "etc/" + etcCanary, typ: tar.TypeReg, mode: 0o644, body: "pwned"},
+		{"symlink to /etc then a file through it", func(string) []imagestest.Entry {
+			return []imagestest.Entry{
+				{Name: "etc", Type: tar.TypeSymlink, Link: "/etc"},
+				{Name: "etc/" + etcCanary, Type: tar.TypeReg, Mode: 0o644, Body: "pwned"},
 			}
 		}, true},
-		{"absolute symlink to outside dir, then file through it", func(outside string) []tarEntry {
-			return []tarEntry{
-				{name: "etc", typ: tar.TypeSymlink, link: outside},
-				{name: "etc/passwd", typ: tar.TypeReg, mode: 0o644, body: "pwned"},
+		{"absolute symlink to outside dir, then file through it", func(outside string) []imagestest.Entry {
+			return []imagestest.Entry{
+				{Name: "etc", Type: tar.TypeSymlink, Link: outside},
+				{Name: "etc/passwd", Type: tar.TypeReg, Mode: 0o644, Body: "pwned"},
 			}
 		}, true},
-		{"relative symlink escaping, then dir through it", func(outside string) []tarEntry {
-			return []tarEntry{
-				{name: "a/", typ: tar.TypeDir, mode: 0o755},
-				{name: "a/up", typ: tar.TypeSymlink, link: "../../../../../../../../" + outside},
-				{name: "a/up/newdir/", typ: tar.TypeDir, mode: 0o755},
+		{"relative symlink escaping, then dir through it", func(outside string) []imagestest.Entry {
+			return []imagestest.Entry{
+				{Name: "a/", Type: tar.TypeDir, Mode: 0o755},
+				{Name: "a/up", Type: tar.TypeSymlink, Link: "../../../../../../../../" + outside},
+				{Name: "a/up/newdir/", Type: tar.TypeDir, Mode: 0o755},
 			}
 		}, true},
-		{"dot-dot name", func(string) []tarEntry {
-			return []tarEntry{{name: "../escape", typ: tar.TypeReg, mode: 0o644, body: "x"}}
+		{"dot-dot name", func(string) []imagestest.Entry {
+			return []imagestest.Entry{{Name: "../escape", Type: tar.TypeReg, Mode: 0o644, Body: "x"}}
 		}, true},
-		{"dot-dot in the middle", func(string) []tarEntry {
-			return []tarEntry{{name: "a/../../escape", typ: tar.TypeReg, mode: 0o644, body: "x"}}
+		{"dot-dot in the middle", func(string) []imagestest.Entry {
+			return []imagestest.Entry{{Name: "a/../../escape", Type: tar.TypeReg, Mode: 0o644, Body: "x"}}
 		}, true},
-		{"absolute name", func(outside string) []tarEntry {
-			return []tarEntry{{name: outside + "/abs", typ: tar.TypeReg, mode: 0o644, body: "x"}}
+		{"absolute name", func(outside string) []imagestest.Entry {
+			return []imagestest.Entry{{Name: outside + "/abs", Type: tar.TypeReg, Mode: 0o644, Body: "x"}}
 		}, true},
-		{"hard link to a file outside", func(outside string) []tarEntry {
-			return []tarEntry{{name: "h", typ: tar.TypeLink, link: "../" + filepath.Base(outside) + "/secret"}}
+		{"hard link to a file outside", func(outside string) []imagestest.Entry {
+			return []imagestest.Entry{{Name: "h", Type: tar.TypeLink, Link: "../" + filepath.Base(outside) + "/secret"}}
 		}, true},
-		{"hard link through a symlinked dir", func(outside string) []tarEntry {
-			return []tarEntry{
-				{name: "l", typ: tar.TypeSymlink, link: outside},
-				{name: "h", typ: tar.TypeLink, link: "l/secret"},
+		{"hard link through a symlinked dir", func(outside string) []imagestest.Entry {
+			return []imagestest.Entry{
+				{Name: "l", Type: tar.TypeSymlink, Link: outside},
+				{Name: "h", Type: tar.TypeLink, Link: "l/secret"},
 			}
 		}, true},
-		{"file over a symlink replaces the symlink", func(outside string) []tarEntry {
-			return []tarEntry{
-				{name: "x", typ: tar.TypeSymlink, link: outside + "/target"},
-				{name: "x", typ: tar.TypeReg, mode: 0o644, body: "inside"},
+		{"file over a symlink replaces the symlink", func(outside string) []imagestest.Entry {
+			return []imagestest.Entry{
+				{Name: "x", Type: tar.TypeSymlink, Link: outside + "/target"},
+				{Name: "x", Type: tar.TypeReg, Mode: 0o644, Body: "inside"},
 			}
 		}, false},
-		{"dir over a symlink replaces the symlink", func(outside string) []tarEntry {
-			return []tarEntry{
-				{name: "d", typ: tar.TypeSymlink, link: outside},
-				{name: "d/", typ: tar.TypeDir, mode: 0o755},
-				{name: "d/f", typ: tar.TypeReg, mode: 0o644, body: "inside"},
+		{"dir over a symlink replaces the symlink", func(outside string) []imagestest.Entry {
+			return []imagestest.Entry{
+				{Name: "d", Type: tar.TypeSymlink, Link: outside},
+				{Name: "d/", Type: tar.TypeDir, Mode: 0o755},
+				{Name: "d/f", Type: tar.TypeReg, Mode: 0o644, Body: "inside"},
 			}
 		}, false},
 	}
@@ -204,7 +206,7 @@ func TestExtractHostileTarballs(t *testing.T) {
 				}
 			}
 			writeFile(t, filepath.Join(outside, "secret"), []byte("secret"))
-			data := buildTar(t, tc.entries(outside))
+			data := imagestest.Tar(t, tc.entries(outside))
 			_, err := extractTar(bytes.NewReader(data), dest, idShift{chown: isRoot(), base: testBase})
 			if tc.unsafe && !errors.Is(err, ErrUnsafeEntry) {
 				t.Errorf("err = %v, want ErrUnsafeEntry", err)

@@ -44,6 +44,39 @@ func (s *Store) lock(ctx context.Context, progress io.Writer) (unlock func(), er
 	}
 }
 
+// lockToWrite takes the store lock (see lock) and then removes what
+// unfinished builds and imports left (removeStaleTmp): how every step that
+// writes an image begins.
+func (s *Store) lockToWrite(ctx context.Context, progress io.Writer) (unlock func(), err error) {
+	unlock, err = s.lock(ctx, progress)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.removeStaleTmp(progress); err != nil {
+		unlock()
+		return nil, err
+	}
+	return unlock, nil
+}
+
+// editFresh runs edit holding the store lock (other processes) and s.mu
+// (this one), on the store as the disk has it now (temporaries of
+// unfinished builds are not in that view): how runtime and alias files are
+// changed and images pruned.
+func (s *Store) editFresh(edit func() error) error {
+	unlock, err := s.lock(context.Background(), io.Discard)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.refreshLocked(); err != nil {
+		return err
+	}
+	return edit()
+}
+
 // removeStaleTmp deletes leftovers of builds and imports that did not
 // finish. Callers hold the store lock, so no .tmp-* entry is in use.
 func (s *Store) removeStaleTmp(progress io.Writer) error {

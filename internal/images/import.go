@@ -52,14 +52,11 @@ func (s *Store) Import(name, tarPath string, command []string, file string, env 
 	}
 	defer f.Close()
 
-	unlock, err := s.lock(context.Background(), progress)
+	unlock, err := s.lockToWrite(context.Background(), progress)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	if err := s.removeStaleTmp(progress); err != nil {
-		return err
-	}
 	start := time.Now()
 	fmt.Fprintf(progress, "importing %s as runtime %s (uid base %d) ...\n", absTar, name, s.uidBase())
 	tmp, err := os.MkdirTemp(s.imagesDir, ".tmp-"+name+"-")

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/scratchrun/scratchrun/internal/images/imagestest"
 )
 
 // applyLayers extracts layers (bottom first) into a new directory.
@@ -56,40 +58,40 @@ func treeOf(t *testing.T, dest string) []string {
 }
 
 func TestLayersApplyWhiteouts(t *testing.T) {
-	base := buildTar(t, []tarEntry{
-		{name: "etc/", typ: tar.TypeDir, mode: 0o755},
-		{name: "etc/keep", typ: tar.TypeReg, mode: 0o644, body: "v1"},
-		{name: "etc/gone", typ: tar.TypeReg, mode: 0o644, body: "x"},
-		{name: "etc/gone-link", typ: tar.TypeSymlink, link: "/etc/keep"},
-		{name: "opt/tree/a/b/c", typ: tar.TypeReg, mode: 0o644, body: "deep"},
-		{name: "opt/tree/d", typ: tar.TypeReg, mode: 0o644, body: "d"},
-		{name: "first/old", typ: tar.TypeReg, mode: 0o644, body: "o"},
-		{name: "first/sub/old", typ: tar.TypeReg, mode: 0o644, body: "o"},
-		{name: "last/old", typ: tar.TypeReg, mode: 0o644, body: "o"},
-		{name: "last/sub/old", typ: tar.TypeReg, mode: 0o644, body: "o"},
-		{name: "dir-becomes-file/x/y", typ: tar.TypeReg, mode: 0o644, body: "y"},
-		{name: "file-becomes-dir", typ: tar.TypeReg, mode: 0o644, body: "f"},
-		{name: "usr/lib/libold.so", typ: tar.TypeReg, mode: 0o644, body: "lib"},
+	base := imagestest.Tar(t, []imagestest.Entry{
+		{Name: "etc/", Type: tar.TypeDir, Mode: 0o755},
+		{Name: "etc/keep", Type: tar.TypeReg, Mode: 0o644, Body: "v1"},
+		{Name: "etc/gone", Type: tar.TypeReg, Mode: 0o644, Body: "x"},
+		{Name: "etc/gone-link", Type: tar.TypeSymlink, Link: "/etc/keep"},
+		{Name: "opt/tree/a/b/c", Type: tar.TypeReg, Mode: 0o644, Body: "deep"},
+		{Name: "opt/tree/d", Type: tar.TypeReg, Mode: 0o644, Body: "d"},
+		{Name: "first/old", Type: tar.TypeReg, Mode: 0o644, Body: "o"},
+		{Name: "first/sub/old", Type: tar.TypeReg, Mode: 0o644, Body: "o"},
+		{Name: "last/old", Type: tar.TypeReg, Mode: 0o644, Body: "o"},
+		{Name: "last/sub/old", Type: tar.TypeReg, Mode: 0o644, Body: "o"},
+		{Name: "dir-becomes-file/x/y", Type: tar.TypeReg, Mode: 0o644, Body: "y"},
+		{Name: "file-becomes-dir", Type: tar.TypeReg, Mode: 0o644, Body: "f"},
+		{Name: "usr/lib/libold.so", Type: tar.TypeReg, Mode: 0o644, Body: "lib"},
 	})
-	upper := buildTar(t, []tarEntry{
-		{name: "etc/keep", typ: tar.TypeReg, mode: 0o644, body: "v2"},
-		{name: "etc/.wh.gone", typ: tar.TypeReg},
-		{name: "etc/.wh.gone-link", typ: tar.TypeReg},
-		{name: "opt/.wh.tree", typ: tar.TypeReg},
-		{name: "etc/.wh.never-existed", typ: tar.TypeReg},
-		{name: "nowhere/.wh.x", typ: tar.TypeReg},
+	upper := imagestest.Tar(t, []imagestest.Entry{
+		{Name: "etc/keep", Type: tar.TypeReg, Mode: 0o644, Body: "v2"},
+		{Name: "etc/.wh.gone", Type: tar.TypeReg},
+		{Name: "etc/.wh.gone-link", Type: tar.TypeReg},
+		{Name: "opt/.wh.tree", Type: tar.TypeReg},
+		{Name: "etc/.wh.never-existed", Type: tar.TypeReg},
+		{Name: "nowhere/.wh.x", Type: tar.TypeReg},
 		// Opaque marker before this layer's entries (as docker and
 		// buildkit write it) ...
-		{name: "first/.wh..wh..opq", typ: tar.TypeReg},
-		{name: "first/new", typ: tar.TypeReg, mode: 0o644, body: "n"},
+		{Name: "first/.wh..wh..opq", Type: tar.TypeReg},
+		{Name: "first/new", Type: tar.TypeReg, Mode: 0o644, Body: "n"},
 		// ... and after them: both keep only this layer's entries.
-		{name: "last/sub/new", typ: tar.TypeReg, mode: 0o644, body: "n"},
-		{name: "last/.wh..wh..opq", typ: tar.TypeReg},
-		{name: "dir-becomes-file", typ: tar.TypeReg, mode: 0o644, body: "now a file"},
-		{name: "file-becomes-dir/", typ: tar.TypeDir, mode: 0o755},
-		{name: "file-becomes-dir/inside", typ: tar.TypeReg, mode: 0o644, body: "i"},
-		{name: "usr/lib/libnew.so", typ: tar.TypeLink, link: "usr/lib/libold.so"},
-		{name: "etc/.wh..wh.plnk", typ: tar.TypeDir, mode: 0o700},
+		{Name: "last/sub/new", Type: tar.TypeReg, Mode: 0o644, Body: "n"},
+		{Name: "last/.wh..wh..opq", Type: tar.TypeReg},
+		{Name: "dir-becomes-file", Type: tar.TypeReg, Mode: 0o644, Body: "now a file"},
+		{Name: "file-becomes-dir/", Type: tar.TypeDir, Mode: 0o755},
+		{Name: "file-becomes-dir/inside", Type: tar.TypeReg, Mode: 0o644, Body: "i"},
+		{Name: "usr/lib/libnew.so", Type: tar.TypeLink, Link: "usr/lib/libold.so"},
+		{Name: "etc/.wh..wh.plnk", Type: tar.TypeDir, Mode: 0o700},
 	})
 	dest, err := applyLayers(t, base, upper)
 	if err != nil {
@@ -116,34 +118,34 @@ func TestLayersCannotEscapeThroughSymlinks(t *testing.T) {
 	outside := t.TempDir()
 	victim := filepath.Join(outside, "victim")
 	writeFile(t, victim, []byte("host file"))
-	plant := buildTar(t, []tarEntry{
-		{name: "abs", typ: tar.TypeSymlink, link: outside},
-		{name: "rel", typ: tar.TypeSymlink, link: "../../../../../../../../.." + outside},
-		{name: "loop", typ: tar.TypeSymlink, link: "loop/loop/loop"},
-		{name: "bomb1", typ: tar.TypeSymlink, link: "bomb2"},
-		{name: "bomb2", typ: tar.TypeSymlink, link: "bomb1"},
-		{name: "etc/", typ: tar.TypeDir, mode: 0o755},
+	plant := imagestest.Tar(t, []imagestest.Entry{
+		{Name: "abs", Type: tar.TypeSymlink, Link: outside},
+		{Name: "rel", Type: tar.TypeSymlink, Link: "../../../../../../../../.." + outside},
+		{Name: "loop", Type: tar.TypeSymlink, Link: "loop/loop/loop"},
+		{Name: "bomb1", Type: tar.TypeSymlink, Link: "bomb2"},
+		{Name: "bomb2", Type: tar.TypeSymlink, Link: "bomb1"},
+		{Name: "etc/", Type: tar.TypeDir, Mode: 0o755},
 	})
 	for _, c := range []struct {
 		name  string
-		layer []tarEntry
+		layer []imagestest.Entry
 	}{
-		{"write through absolute symlink", []tarEntry{{name: "abs/pwned", typ: tar.TypeReg, mode: 0o644, body: "x"}}},
-		{"write through relative symlink", []tarEntry{{name: "rel/pwned", typ: tar.TypeReg, mode: 0o644, body: "x"}}},
-		{"write through a symlink loop", []tarEntry{{name: "loop/x", typ: tar.TypeReg, mode: 0o644, body: "x"}}},
-		{"write through a symlink pair", []tarEntry{{name: "bomb1/x", typ: tar.TypeReg, mode: 0o644, body: "x"}}},
-		{"directory through a symlink", []tarEntry{{name: "abs/newdir/", typ: tar.TypeDir, mode: 0o755}}},
-		{"whiteout through a symlink", []tarEntry{{name: "abs/.wh.victim", typ: tar.TypeReg}}},
-		{"opaque through a symlink", []tarEntry{{name: "abs/.wh..wh..opq", typ: tar.TypeReg}}},
-		{"hard link to a host path", []tarEntry{{name: "etc/h", typ: tar.TypeLink, link: victim}}},
-		{"hard link through a symlink", []tarEntry{{name: "etc/h", typ: tar.TypeLink, link: "abs/victim"}}},
-		{"dot whiteout", []tarEntry{{name: "etc/.wh..", typ: tar.TypeReg}}},
-		{"dotdot whiteout", []tarEntry{{name: "etc/.wh...", typ: tar.TypeReg}}},
-		{"dotdot whiteout at the top", []tarEntry{{name: ".wh...", typ: tar.TypeReg}}},
-		{"whiteout climbing out", []tarEntry{{name: "../.wh.victim", typ: tar.TypeReg}}},
+		{"write through absolute symlink", []imagestest.Entry{{Name: "abs/pwned", Type: tar.TypeReg, Mode: 0o644, Body: "x"}}},
+		{"write through relative symlink", []imagestest.Entry{{Name: "rel/pwned", Type: tar.TypeReg, Mode: 0o644, Body: "x"}}},
+		{"write through a symlink loop", []imagestest.Entry{{Name: "loop/x", Type: tar.TypeReg, Mode: 0o644, Body: "x"}}},
+		{"write through a symlink pair", []imagestest.Entry{{Name: "bomb1/x", Type: tar.TypeReg, Mode: 0o644, Body: "x"}}},
+		{"directory through a symlink", []imagestest.Entry{{Name: "abs/newdir/", Type: tar.TypeDir, Mode: 0o755}}},
+		{"whiteout through a symlink", []imagestest.Entry{{Name: "abs/.wh.victim", Type: tar.TypeReg}}},
+		{"opaque through a symlink", []imagestest.Entry{{Name: "abs/.wh..wh..opq", Type: tar.TypeReg}}},
+		{"hard link to a host path", []imagestest.Entry{{Name: "etc/h", Type: tar.TypeLink, Link: victim}}},
+		{"hard link through a symlink", []imagestest.Entry{{Name: "etc/h", Type: tar.TypeLink, Link: "abs/victim"}}},
+		{"dot whiteout", []imagestest.Entry{{Name: "etc/.wh..", Type: tar.TypeReg}}},
+		{"dotdot whiteout", []imagestest.Entry{{Name: "etc/.wh...", Type: tar.TypeReg}}},
+		{"dotdot whiteout at the top", []imagestest.Entry{{Name: ".wh...", Type: tar.TypeReg}}},
+		{"whiteout climbing out", []imagestest.Entry{{Name: "../.wh.victim", Type: tar.TypeReg}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := applyLayers(t, plant, buildTar(t, c.layer))
+			_, err := applyLayers(t, plant, imagestest.Tar(t, c.layer))
 			if !errors.Is(err, ErrUnsafeEntry) {
 				t.Errorf("err = %v, want ErrUnsafeEntry", err)
 			}
@@ -157,9 +159,9 @@ func TestLayersCannotEscapeThroughSymlinks(t *testing.T) {
 	}
 	// Replacing the planted symlink itself (a whiteout of it, or a file
 	// over it) removes the link, never what it points to.
-	dest, err := applyLayers(t, plant, buildTar(t, []tarEntry{
-		{name: ".wh.abs", typ: tar.TypeReg},
-		{name: "rel", typ: tar.TypeReg, mode: 0o644, body: "replaced"},
+	dest, err := applyLayers(t, plant, imagestest.Tar(t, []imagestest.Entry{
+		{Name: ".wh.abs", Type: tar.TypeReg},
+		{Name: "rel", Type: tar.TypeReg, Mode: 0o644, Body: "replaced"},
 	}))
 	if err != nil {
 		t.Fatalf("whiteout of the symlink itself: %v", err)
@@ -179,12 +181,12 @@ func TestLayersCannotEscapeThroughSymlinks(t *testing.T) {
 // read-only directories (an unprivileged store can still remove them).
 func TestLayersWhiteoutReadOnlyTree(t *testing.T) {
 	dest, err := applyLayers(t,
-		buildTar(t, []tarEntry{
-			{name: "ro/", typ: tar.TypeDir, mode: 0o555},
-			{name: "ro/sub/", typ: tar.TypeDir, mode: 0o555},
-			{name: "ro/sub/f", typ: tar.TypeReg, mode: 0o444, body: "f"},
+		imagestest.Tar(t, []imagestest.Entry{
+			{Name: "ro/", Type: tar.TypeDir, Mode: 0o555},
+			{Name: "ro/sub/", Type: tar.TypeDir, Mode: 0o555},
+			{Name: "ro/sub/f", Type: tar.TypeReg, Mode: 0o444, Body: "f"},
 		}),
-		buildTar(t, []tarEntry{{name: ".wh.ro", typ: tar.TypeReg}}),
+		imagestest.Tar(t, []imagestest.Entry{{Name: ".wh.ro", Type: tar.TypeReg}}),
 	)
 	if err != nil {
 		t.Fatalf("apply: %v", err)
@@ -196,7 +198,7 @@ func TestLayersWhiteoutReadOnlyTree(t *testing.T) {
 
 func TestWhiteoutNames(t *testing.T) {
 	for _, bad := range []string{".wh.", ".wh...", "a/.wh."} {
-		_, err := applyLayers(t, buildTar(t, []tarEntry{{name: bad, typ: tar.TypeReg}}))
+		_, err := applyLayers(t, imagestest.Tar(t, []imagestest.Entry{{Name: bad, Type: tar.TypeReg}}))
 		if err == nil || !strings.Contains(err.Error(), bad) {
 			t.Errorf("%q: err = %v, want an error naming it", bad, err)
 		}

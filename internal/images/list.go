@@ -1,7 +1,6 @@
 package images
 
 import (
-	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -88,32 +87,24 @@ func (s *Store) List() ([]ImageInfo, error) {
 // unfinished builds. A sandbox still using a pruned image loses it, so
 // prune when the engine is idle.
 func (s *Store) Prune() error {
-	unlock, err := s.lock(context.Background(), io.Discard)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	if err := s.removeStaleTmp(io.Discard); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.refreshLocked(); err != nil {
-		return err
-	}
-	var errs []error
-	for i := range s.images {
-		m := &s.images[i]
-		if s.isCurrentLocked(m) {
-			continue
+	return s.editFresh(func() error {
+		if err := s.removeStaleTmp(io.Discard); err != nil {
+			return err
 		}
-		slog.Info("images: pruning image", "name", m.Name, "hash", shortHash(m.RecipeHash), "source", m.Source, "dir", m.dir)
-		if err := removeImageDir(m.dir); err != nil {
+		var errs []error
+		for i := range s.images {
+			m := &s.images[i]
+			if s.isCurrentLocked(m) {
+				continue
+			}
+			slog.Info("images: pruning image", "name", m.Name, "hash", shortHash(m.RecipeHash), "source", m.Source, "dir", m.dir)
+			if err := removeImageDir(m.dir); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if err := s.refreshLocked(); err != nil {
 			errs = append(errs, err)
 		}
-	}
-	if err := s.refreshLocked(); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
+		return errors.Join(errs...)
+	})
 }

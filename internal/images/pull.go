@@ -79,6 +79,15 @@ func (sp RuntimeSpec) check() error {
 	return err
 }
 
+// checkNewSpec checks the spec of a runtime the operator adds from an
+// image: its name is free (checkNewRuntimeName) and the spec whole.
+func (s *Store) checkNewSpec(spec RuntimeSpec) error {
+	if err := s.checkNewRuntimeName(spec.Name); err != nil {
+		return err
+	}
+	return spec.check()
+}
+
 // checkNewRuntimeName refuses a name for a runtime the operator adds when
 // it belongs to the catalog or to an alias.
 func (s *Store) checkNewRuntimeName(name string) error {
@@ -110,10 +119,7 @@ func (s *Store) Pull(ctx context.Context, ref string, spec RuntimeSpec, sel Imag
 	if progress == nil {
 		progress = io.Discard
 	}
-	if err := s.checkNewRuntimeName(spec.Name); err != nil {
-		return err
-	}
-	if err := spec.check(); err != nil {
+	if err := s.checkNewSpec(spec); err != nil {
 		return err
 	}
 	want, err := sel.platform()
@@ -157,10 +163,7 @@ func (s *Store) ImportImage(ctx context.Context, path string, spec RuntimeSpec, 
 	if progress == nil {
 		progress = io.Discard
 	}
-	if err := s.checkNewRuntimeName(spec.Name); err != nil {
-		return err
-	}
-	if err := spec.check(); err != nil {
+	if err := s.checkNewSpec(spec); err != nil {
 		return err
 	}
 	abs, err := filepath.Abs(path)
@@ -217,14 +220,11 @@ func (s *Store) storedByDigest(digest string, platform v1.Platform) *imageMeta {
 // (a pull by digest, before any network) is only looked up: errNotStored
 // when it is not there.
 func (s *Store) addOCIRuntime(ctx context.Context, img *ociImage, spec RuntimeSpec, progress io.Writer) error {
-	unlock, err := s.lock(ctx, progress)
+	unlock, err := s.lockToWrite(ctx, progress)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	if err := s.removeStaleTmp(progress); err != nil {
-		return err
-	}
 	stored := s.storedByDigest(img.digest.String(), img.platform)
 	switch {
 	case stored != nil:

@@ -18,29 +18,31 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/scratchrun/scratchrun/internal/images/imagestest"
 )
 
 // twoLayerImage has a base layer and an upper one that replaces a file,
 // deletes one (whiteout) and empties a directory (opaque whiteout).
 func twoLayerImage(t *testing.T, cfg v1.Config) v1.Image {
 	base := append(slices.Clone(programLayer),
-		tarEntry{name: "opt/", typ: tar.TypeDir, mode: 0o755},
-		tarEntry{name: "opt/keep", typ: tar.TypeReg, mode: 0o644, body: "v1"},
-		tarEntry{name: "opt/gone", typ: tar.TypeReg, mode: 0o644, body: "deleted above"},
-		tarEntry{name: "opt/dir/", typ: tar.TypeDir, mode: 0o755},
-		tarEntry{name: "opt/dir/a", typ: tar.TypeReg, mode: 0o644, body: "a"},
-		tarEntry{name: "opt/dir/b", typ: tar.TypeReg, mode: 0o644, body: "b"},
-		tarEntry{name: "etc/hosts", typ: tar.TypeReg, mode: 0o644, body: "10.9.8.7 builder\n"},
+		imagestest.Entry{Name: "opt/", Type: tar.TypeDir, Mode: 0o755},
+		imagestest.Entry{Name: "opt/keep", Type: tar.TypeReg, Mode: 0o644, Body: "v1"},
+		imagestest.Entry{Name: "opt/gone", Type: tar.TypeReg, Mode: 0o644, Body: "deleted above"},
+		imagestest.Entry{Name: "opt/dir/", Type: tar.TypeDir, Mode: 0o755},
+		imagestest.Entry{Name: "opt/dir/a", Type: tar.TypeReg, Mode: 0o644, Body: "a"},
+		imagestest.Entry{Name: "opt/dir/b", Type: tar.TypeReg, Mode: 0o644, Body: "b"},
+		imagestest.Entry{Name: "etc/hosts", Type: tar.TypeReg, Mode: 0o644, Body: "10.9.8.7 builder\n"},
 	)
-	upper := []tarEntry{
-		{name: "opt/", typ: tar.TypeDir, mode: 0o755},
-		{name: "opt/keep", typ: tar.TypeReg, mode: 0o644, body: "v2"},
-		{name: "opt/.wh.gone", typ: tar.TypeReg},
-		{name: "opt/dir/", typ: tar.TypeDir, mode: 0o755},
-		{name: "opt/dir/.wh..wh..opq", typ: tar.TypeReg},
-		{name: "opt/dir/c", typ: tar.TypeReg, mode: 0o644, body: "c"},
+	upper := []imagestest.Entry{
+		{Name: "opt/", Type: tar.TypeDir, Mode: 0o755},
+		{Name: "opt/keep", Type: tar.TypeReg, Mode: 0o644, Body: "v2"},
+		{Name: "opt/.wh.gone", Type: tar.TypeReg},
+		{Name: "opt/dir/", Type: tar.TypeDir, Mode: 0o755},
+		{Name: "opt/dir/.wh..wh..opq", Type: tar.TypeReg},
+		{Name: "opt/dir/c", Type: tar.TypeReg, Mode: 0o644, Body: "c"},
 	}
-	return testImage(t, "linux/amd64", cfg, base, upper)
+	return imagestest.Image(t, "linux/amd64", cfg, base, upper)
 }
 
 func readRootfs(t *testing.T, res Resolved, p string) string {
@@ -71,12 +73,12 @@ func ociDirs(t *testing.T, s *Store) (done, unfinished []string) {
 }
 
 func TestPullAppliesLayersAndConfigAndCachesByDigest(t *testing.T) {
-	reg := newTestRegistry(t)
+	reg := imagestest.NewRegistry(t)
 	cfg := v1.Config{
 		Env:        []string{"PATH=/custom/bin:/usr/bin:/bin", "GREETING=from the image", "OVERRIDDEN=image", "BROKEN"},
 		WorkingDir: "/opt", User: "1000:1000", Entrypoint: []string{"/bin/sh"},
 	}
-	digest := reg.push("team/app:1.0", twoLayerImage(t, cfg))
+	digest := reg.Push("team/app:1.0", twoLayerImage(t, cfg))
 	s := openTestStore(t)
 	ctx := context.Background()
 
@@ -84,7 +86,7 @@ func TestPullAppliesLayersAndConfigAndCachesByDigest(t *testing.T) {
 	spec := specNamed("app")
 	spec.Env = map[string]string{"OVERRIDDEN": "operator"}
 	spec.Version, spec.Libraries = "1.0", []string{"tool"}
-	if err := s.Pull(ctx, reg.ref("team/app:1.0"), spec, ImageSelect{}, &progress); err != nil {
+	if err := s.Pull(ctx, reg.Ref("team/app:1.0"), spec, ImageSelect{}, &progress); err != nil {
 		t.Fatalf("Pull: %v\n%s", err, progress.String())
 	}
 	res, err := s.Resolve("app")
@@ -111,7 +113,7 @@ func TestPullAppliesLayersAndConfigAndCachesByDigest(t *testing.T) {
 	if rt.Env["GREETING"] != "from the image" || rt.Env["PATH"] != "/custom/bin:/usr/bin:/bin" || rt.Env["OVERRIDDEN"] != "operator" || len(rt.Env) != 3 {
 		t.Errorf("runtime env %v: want the image's, under the operator's", rt.Env)
 	}
-	if rt.Digest != digest.String() || rt.Image != reg.ref("team/app:1.0") || rt.Version != "1.0" || !slices.Equal(rt.Libraries, []string{"tool"}) {
+	if rt.Digest != digest.String() || rt.Image != reg.Ref("team/app:1.0") || rt.Version != "1.0" || !slices.Equal(rt.Libraries, []string{"tool"}) {
 		t.Errorf("runtime %+v", rt)
 	}
 	for _, want := range []string{`User "1000:1000" is not applied`, `WorkingDir "/opt" is not applied`, "Entrypoint and Cmd are not used", "layer 2/2"} {
@@ -124,7 +126,7 @@ func TestPullAppliesLayersAndConfigAndCachesByDigest(t *testing.T) {
 		t.Fatal(err)
 	}
 	i := slices.IndexFunc(list, func(im ImageInfo) bool { return im.Source == SourcePull })
-	if i < 0 || !list[i].Current || list[i].Ref != reg.ref("team/app:1.0") || list[i].Platform != "linux/amd64" || !slices.Equal(list[i].Runtimes, []string{"app"}) {
+	if i < 0 || !list[i].Current || list[i].Ref != reg.Ref("team/app:1.0") || list[i].Platform != "linux/amd64" || !slices.Equal(list[i].Runtimes, []string{"app"}) {
 		t.Errorf("List: %+v", list)
 	}
 	if !slices.Contains(runtimeNames(s.Installed()), "app") {
@@ -132,17 +134,17 @@ func TestPullAppliesLayersAndConfigAndCachesByDigest(t *testing.T) {
 	}
 
 	// The same digest again, under another name: no layer is downloaded.
-	blobs := reg.blobDownloads()
+	blobs := reg.BlobDownloads()
 	progress.Reset()
-	if err := s.Pull(ctx, reg.ref("team/app:1.0"), specNamed("app2"), ImageSelect{}, &progress); err != nil {
+	if err := s.Pull(ctx, reg.Ref("team/app:1.0"), specNamed("app2"), ImageSelect{}, &progress); err != nil {
 		t.Fatalf("second Pull: %v", err)
 	}
-	if reg.blobDownloads() != blobs || !strings.Contains(progress.String(), "nothing to download") {
-		t.Errorf("second pull of the same digest downloaded %d blobs:\n%s", reg.blobDownloads()-blobs, progress.String())
+	if reg.BlobDownloads() != blobs || !strings.Contains(progress.String(), "nothing to download") {
+		t.Errorf("second pull of the same digest downloaded %d blobs:\n%s", reg.BlobDownloads()-blobs, progress.String())
 	}
 	// By digest, with the registry gone: no network at all.
-	reg.srv.Close()
-	byDigest := reg.ref("team/app@" + digest.String())
+	reg.Close()
+	byDigest := reg.Ref("team/app@" + digest.String())
 	if err := s.Pull(ctx, byDigest, specNamed("app3"), ImageSelect{}, nil); err != nil {
 		t.Fatalf("pull by digest of a stored image with the registry down: %v", err)
 	}
@@ -176,25 +178,25 @@ func TestPullAppliesLayersAndConfigAndCachesByDigest(t *testing.T) {
 }
 
 func TestPullPicksThePlatformFromAnIndex(t *testing.T) {
-	reg := newTestRegistry(t)
-	marker := func(arch string) []tarEntry {
-		return append(slices.Clone(programLayer), tarEntry{name: "etc/arch", typ: tar.TypeReg, mode: 0o644, body: arch})
+	reg := imagestest.NewRegistry(t)
+	marker := func(arch string) []imagestest.Entry {
+		return append(slices.Clone(programLayer), imagestest.Entry{Name: "etc/arch", Type: tar.TypeReg, Mode: 0o644, Body: arch})
 	}
-	idx := testIndex(t,
-		testImage(t, "linux/arm64/v8", v1.Config{}, marker("arm64")),
-		testImage(t, "linux/amd64", v1.Config{}, marker("amd64")),
+	idx := imagestest.Index(t,
+		imagestest.Image(t, "linux/arm64/v8", v1.Config{}, marker("arm64")),
+		imagestest.Image(t, "linux/amd64", v1.Config{}, marker("amd64")),
 	)
-	indexDigest := reg.pushIndex("multi:latest", idx)
+	indexDigest := reg.PushIndex("multi:latest", idx)
 	s := openTestStore(t)
 	ctx := context.Background()
-	if err := s.Pull(ctx, reg.ref("multi:latest"), specNamed("multi"), ImageSelect{}, nil); err != nil {
+	if err := s.Pull(ctx, reg.Ref("multi:latest"), specNamed("multi"), ImageSelect{}, nil); err != nil {
 		t.Fatalf("Pull: %v", err)
 	}
 	res, _ := s.Resolve("multi")
 	if got := readRootfs(t, res, "etc/arch"); got != "amd64" {
 		t.Errorf("default platform gave the %s image, want amd64", got)
 	}
-	if err := s.Pull(ctx, reg.ref("multi:latest"), specNamed("multi-arm"), ImageSelect{Platform: "linux/arm64"}, nil); err != nil {
+	if err := s.Pull(ctx, reg.Ref("multi:latest"), specNamed("multi-arm"), ImageSelect{Platform: "linux/arm64"}, nil); err != nil {
 		t.Fatalf("Pull --platform linux/arm64: %v", err)
 	}
 	res, _ = s.Resolve("multi-arm")
@@ -202,7 +204,7 @@ func TestPullPicksThePlatformFromAnIndex(t *testing.T) {
 		t.Errorf("--platform linux/arm64 gave the %s image", got)
 	}
 
-	err := s.Pull(ctx, reg.ref("multi:latest"), specNamed("multi-s390x"), ImageSelect{Platform: "linux/s390x"}, nil)
+	err := s.Pull(ctx, reg.Ref("multi:latest"), specNamed("multi-s390x"), ImageSelect{Platform: "linux/s390x"}, nil)
 	if err == nil || !strings.HasPrefix(err.Error(), "platform:") || !strings.Contains(err.Error(), "linux/amd64, linux/arm64/v8") {
 		t.Errorf("wrong platform: err = %v, want one that lists the platforms offered", err)
 	}
@@ -213,17 +215,17 @@ func TestPullPicksThePlatformFromAnIndex(t *testing.T) {
 		t.Errorf("image directories %v, unfinished %v", done, tmp)
 	}
 	// A single-platform image of another platform is refused too.
-	reg.push("armonly:1", testImage(t, "linux/arm64", v1.Config{}, programLayer))
-	err = s.Pull(ctx, reg.ref("armonly:1"), specNamed("armonly"), ImageSelect{}, nil)
+	reg.Push("armonly:1", imagestest.Image(t, "linux/arm64", v1.Config{}, programLayer))
+	err = s.Pull(ctx, reg.Ref("armonly:1"), specNamed("armonly"), ImageSelect{}, nil)
 	if err == nil || !strings.Contains(err.Error(), "is a linux/arm64 image, not linux/amd64") {
 		t.Errorf("single-platform image of another platform: err = %v", err)
 	}
 	// The index's digest names what was chosen from it: with the
 	// registry gone, both platforms pulled before are found.
-	reg.srv.Close()
+	reg.Close()
 	for platform, arch := range map[string]string{"": "amd64", "linux/arm64": "arm64"} {
 		rt := "offline-" + arch
-		if err := s.Pull(ctx, reg.ref("multi@"+indexDigest.String()), specNamed(rt), ImageSelect{Platform: platform}, nil); err != nil {
+		if err := s.Pull(ctx, reg.Ref("multi@"+indexDigest.String()), specNamed(rt), ImageSelect{Platform: platform}, nil); err != nil {
 			t.Fatalf("pull by index digest (%s) with the registry down: %v", arch, err)
 		}
 		res, _ := s.Resolve(rt)
@@ -237,36 +239,36 @@ func TestPullPicksThePlatformFromAnIndex(t *testing.T) {
 // the image lacks and an unsafe layer each fail with an error that says
 // what, and leave no image, no unfinished directory and no runtime.
 func TestPullFailuresLeaveNothing(t *testing.T) {
-	reg := newTestRegistry(t)
+	reg := imagestest.NewRegistry(t)
 	img := twoLayerImage(t, v1.Config{})
-	reg.push("corrupt:1", img)
+	reg.Push("corrupt:1", img)
 	layers, _ := img.Layers()
 	bad, _ := layers[1].Digest()
-	reg.corrupt[bad.String()] = true
+	reg.Corrupt(bad)
 
 	outside := t.TempDir()
-	hostile := testImage(t, "linux/amd64", v1.Config{},
-		append(slices.Clone(programLayer), tarEntry{name: "escape", typ: tar.TypeSymlink, link: outside}),
-		[]tarEntry{{name: "escape/pwned", typ: tar.TypeReg, mode: 0o644, body: "x"}})
-	reg.push("hostile:1", hostile)
-	bomb := testImage(t, "linux/amd64", v1.Config{},
+	hostile := imagestest.Image(t, "linux/amd64", v1.Config{},
+		append(slices.Clone(programLayer), imagestest.Entry{Name: "escape", Type: tar.TypeSymlink, Link: outside}),
+		[]imagestest.Entry{{Name: "escape/pwned", Type: tar.TypeReg, Mode: 0o644, Body: "x"}})
+	reg.Push("hostile:1", hostile)
+	bomb := imagestest.Image(t, "linux/amd64", v1.Config{},
 		append(slices.Clone(programLayer),
-			tarEntry{name: "a", typ: tar.TypeSymlink, link: "b/x"}, tarEntry{name: "b", typ: tar.TypeSymlink, link: "a/x"}),
-		[]tarEntry{{name: "a/x/y", typ: tar.TypeReg, mode: 0o644, body: "x"}})
-	reg.push("bomb:1", bomb)
-	reg.push("nosh:1", testImage(t, "linux/amd64", v1.Config{}, []tarEntry{{name: "etc/", typ: tar.TypeDir, mode: 0o755}}))
+			imagestest.Entry{Name: "a", Type: tar.TypeSymlink, Link: "b/x"}, imagestest.Entry{Name: "b", Type: tar.TypeSymlink, Link: "a/x"}),
+		[]imagestest.Entry{{Name: "a/x/y", Type: tar.TypeReg, Mode: 0o644, Body: "x"}})
+	reg.Push("bomb:1", bomb)
+	reg.Push("nosh:1", imagestest.Image(t, "linux/amd64", v1.Config{}, []imagestest.Entry{{Name: "etc/", Type: tar.TypeDir, Mode: 0o755}}))
 
 	s := openTestStore(t)
 	for _, c := range []struct {
 		ref  string
 		want []string
 	}{
-		{reg.ref("corrupt:1"), []string{"layer 2/2", bad.String()}},
-		{reg.ref("nosuch:1"), []string{"nosuch:1", "no such image"}},
+		{reg.Ref("corrupt:1"), []string{"layer 2/2", bad.String()}},
+		{reg.Ref("nosuch:1"), []string{"nosuch:1", "no such image"}},
 		{"127.0.0.1:1/unreachable:1", []string{"127.0.0.1:1/unreachable:1", "connection refused"}},
-		{reg.ref("hostile:1"), []string{"layer 2/2", "unsafe tar entry"}},
-		{reg.ref("bomb:1"), []string{"layer 2/2", "unsafe tar entry"}},
-		{reg.ref("nosh:1"), []string{`command: program "/bin/sh" is not in`}},
+		{reg.Ref("hostile:1"), []string{"layer 2/2", "unsafe tar entry"}},
+		{reg.Ref("bomb:1"), []string{"layer 2/2", "unsafe tar entry"}},
+		{reg.Ref("nosh:1"), []string{`command: program "/bin/sh" is not in`}},
 		{"UPPER/case", []string{"reference:"}},
 	} {
 		err := s.Pull(context.Background(), c.ref, specNamed("failed"), ImageSelect{}, nil)
@@ -289,20 +291,20 @@ func TestPullFailuresLeaveNothing(t *testing.T) {
 
 // Credentials come from the Docker config file, as docker login writes it.
 func TestPullUsesDockerConfigCredentials(t *testing.T) {
-	reg := newTestRegistry(t)
-	reg.user, reg.pass = "robot", "s3cret-pass"
-	reg.push("private:1", testImage(t, "linux/amd64", v1.Config{}, programLayer))
+	reg := imagestest.NewRegistry(t)
+	reg.RequireLogin("robot", "s3cret-pass")
+	reg.Push("private:1", imagestest.Image(t, "linux/amd64", v1.Config{}, programLayer))
 	s := openTestStore(t)
 
 	cfgDir := t.TempDir()
 	t.Setenv("DOCKER_CONFIG", cfgDir)
-	err := s.Pull(context.Background(), reg.ref("private:1"), specNamed("private"), ImageSelect{}, nil)
-	if err == nil || !strings.Contains(err.Error(), "docker login "+reg.host) {
+	err := s.Pull(context.Background(), reg.Ref("private:1"), specNamed("private"), ImageSelect{}, nil)
+	if err == nil || !strings.Contains(err.Error(), "docker login "+reg.Host()) {
 		t.Errorf("without credentials: err = %v, want a hint to log in", err)
 	}
 	auth := base64.StdEncoding.EncodeToString([]byte("robot:s3cret-pass"))
-	writeFile(t, filepath.Join(cfgDir, "config.json"), []byte(fmt.Sprintf(`{"auths": {%q: {"auth": %q}}}`, reg.host, auth)))
-	if err := s.Pull(context.Background(), reg.ref("private:1"), specNamed("private"), ImageSelect{}, nil); err != nil {
+	writeFile(t, filepath.Join(cfgDir, "config.json"), []byte(fmt.Sprintf(`{"auths": {%q: {"auth": %q}}}`, reg.Host(), auth)))
+	if err := s.Pull(context.Background(), reg.Ref("private:1"), specNamed("private"), ImageSelect{}, nil); err != nil {
 		t.Fatalf("with credentials in $DOCKER_CONFIG/config.json: %v", err)
 	}
 }
@@ -311,7 +313,7 @@ func TestPullUsesDockerConfigCredentials(t *testing.T) {
 func TestImportDockerArchiveAndLayout(t *testing.T) {
 	dir := t.TempDir()
 	img := twoLayerImage(t, v1.Config{Env: []string{"FROM_ARCHIVE=yes"}})
-	other := testImage(t, "linux/amd64", v1.Config{}, programLayer)
+	other := imagestest.Image(t, "linux/amd64", v1.Config{}, programLayer)
 	one := filepath.Join(dir, "one.tar")
 	tag, _ := name.NewTag("team/app:1.0")
 	if err := tarball.WriteToFile(one, tag, img); err != nil {
@@ -333,7 +335,7 @@ func TestImportDockerArchiveAndLayout(t *testing.T) {
 	if err := p.AppendImage(other, layout.WithAnnotations(map[string]string{refNameAnnotation: "other"})); err != nil {
 		t.Fatal(err)
 	}
-	rootfsTar := writeFile(t, filepath.Join(dir, "rootfs.tar"), buildTar(t, programLayer))
+	rootfsTar := writeFile(t, filepath.Join(dir, "rootfs.tar"), imagestest.Tar(t, programLayer))
 
 	for path, want := range map[string]ArchiveKind{one: KindDockerArchive, two: KindDockerArchive, lay: KindOCILayout, rootfsTar: KindRootFS} {
 		if got, err := ImportKind(path); got != want || err != nil {
@@ -381,8 +383,8 @@ func TestImportDockerArchiveAndLayout(t *testing.T) {
 }
 
 func TestRuntimeNamesAndSpecsAreChecked(t *testing.T) {
-	reg := newTestRegistry(t)
-	reg.push("x:1", testImage(t, "linux/amd64", v1.Config{}, programLayer))
+	reg := imagestest.NewRegistry(t)
+	reg.Push("x:1", imagestest.Image(t, "linux/amd64", v1.Config{}, programLayer))
 	s := openTestStore(t)
 	if err := s.SetAlias("python3.12", "python3.13"); err != nil {
 		t.Fatal(err)
@@ -402,12 +404,12 @@ func TestRuntimeNamesAndSpecsAreChecked(t *testing.T) {
 		{RuntimeSpec{Name: "badwarm", Command: []string{"/bin/sh", "{file}"}, File: "f", Warm: "ruby"}, ImageSelect{}, "warm:"},
 		{specNamed("badplatform"), ImageSelect{Platform: "linux"}, "platform:"},
 	} {
-		err := s.Pull(context.Background(), reg.ref("x:1"), c.spec, c.sel, nil)
+		err := s.Pull(context.Background(), reg.Ref("x:1"), c.spec, c.sel, nil)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: err = %v, want %q", c.spec, err, c.want)
 		}
 	}
-	if reg.blobDownloads() != 0 {
-		t.Errorf("bad input still downloaded %d blobs", reg.blobDownloads())
+	if reg.BlobDownloads() != 0 {
+		t.Errorf("bad input still downloaded %d blobs", reg.BlobDownloads())
 	}
 }

@@ -1,9 +1,7 @@
 package images
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,31 +19,23 @@ func (s *Store) RemoveRuntime(name string) error {
 	if _, ok := s.cat.runtime(name); ok {
 		return fmt.Errorf("name: %q is a catalog runtime, which cannot be removed", name)
 	}
-	unlock, err := s.lock(context.Background(), io.Discard)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.refreshLocked(); err != nil {
-		return err
-	}
-	if _, ok := s.imported[name]; !ok {
-		return fmt.Errorf("name: no added runtime %q", name)
-	}
-	var aliases []string
-	for alias, target := range s.aliases {
-		if target == name {
-			aliases = append(aliases, alias)
+	return s.editFresh(func() error {
+		if _, ok := s.imported[name]; !ok {
+			return fmt.Errorf("name: no added runtime %q", name)
 		}
-	}
-	if len(aliases) > 0 {
-		slices.Sort(aliases)
-		return fmt.Errorf("name: %s is what the aliases %s stand for: remove them first (scratchrun images alias --remove NAME)", name, strings.Join(aliases, ", "))
-	}
-	if err := os.Remove(filepath.Join(s.runtimesDir, name+".json")); err != nil {
-		return fmt.Errorf("remove runtime %s: %w", name, err)
-	}
-	return s.refreshLocked()
+		var aliases []string
+		for alias, target := range s.aliases {
+			if target == name {
+				aliases = append(aliases, alias)
+			}
+		}
+		if len(aliases) > 0 {
+			slices.Sort(aliases)
+			return fmt.Errorf("name: %s is what the aliases %s stand for: remove them first (scratchrun images alias --remove NAME)", name, strings.Join(aliases, ", "))
+		}
+		if err := os.Remove(filepath.Join(s.runtimesDir, name+".json")); err != nil {
+			return fmt.Errorf("remove runtime %s: %w", name, err)
+		}
+		return s.refreshLocked()
+	})
 }

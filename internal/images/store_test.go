@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/scratchrun/scratchrun/internal/images/imagestest"
 )
 
 func openTestStore(t *testing.T) *Store {
@@ -149,13 +151,13 @@ func TestResolveSeesOtherProcessesChanges(t *testing.T) {
 
 // importTarball is a tiny rootfs: a fake interpreter (never run).
 func importTarball(t *testing.T, marker string) []byte {
-	return buildTar(t, []tarEntry{
-		{name: "bin/", typ: tar.TypeDir, mode: 0o755},
-		{name: "bin/tool", typ: tar.TypeReg, mode: 0o755, body: "#!/bin/sh\n# " + marker + "\n"},
-		{name: "usr/bin/", typ: tar.TypeDir, mode: 0o755},
-		{name: "usr/bin/tool", typ: tar.TypeSymlink, link: "/bin/tool"},
-		{name: "dev/", typ: tar.TypeDir, mode: 0o755},
-		{name: "dev/null", typ: tar.TypeChar, mode: 0o666},
+	return imagestest.Tar(t, []imagestest.Entry{
+		{Name: "bin/", Type: tar.TypeDir, Mode: 0o755},
+		{Name: "bin/tool", Type: tar.TypeReg, Mode: 0o755, Body: "#!/bin/sh\n# " + marker + "\n"},
+		{Name: "usr/bin/", Type: tar.TypeDir, Mode: 0o755},
+		{Name: "usr/bin/tool", Type: tar.TypeSymlink, Link: "/bin/tool"},
+		{Name: "dev/", Type: tar.TypeDir, Mode: 0o755},
+		{Name: "dev/null", Type: tar.TypeChar, Mode: 0o666},
 	})
 }
 
@@ -311,11 +313,11 @@ func TestImportValidation(t *testing.T) {
 func TestImportHostileTarballLeavesNothing(t *testing.T) {
 	s := openTestStore(t)
 	outside := t.TempDir()
-	data := buildTar(t, []tarEntry{
-		{name: "bin/", typ: tar.TypeDir, mode: 0o755},
-		{name: "bin/tool", typ: tar.TypeReg, mode: 0o755, body: "x"},
-		{name: "etc", typ: tar.TypeSymlink, link: outside},
-		{name: "etc/passwd", typ: tar.TypeReg, mode: 0o644, body: "root::0:0::/:/bin/sh\n"},
+	data := imagestest.Tar(t, []imagestest.Entry{
+		{Name: "bin/", Type: tar.TypeDir, Mode: 0o755},
+		{Name: "bin/tool", Type: tar.TypeReg, Mode: 0o755, Body: "x"},
+		{Name: "etc", Type: tar.TypeSymlink, Link: outside},
+		{Name: "etc/passwd", Type: tar.TypeReg, Mode: 0o644, Body: "root::0:0::/:/bin/sh\n"},
 	})
 	tarPath := writeFile(t, filepath.Join(t.TempDir(), "evil.tar.gz"), gzipBytes(t, data))
 	err := s.Import("evil", tarPath, []string{"/bin/tool", "{file}"}, "m", nil, nil)

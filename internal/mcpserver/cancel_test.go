@@ -99,31 +99,9 @@ func TestCancelledCallGetsNoResponse(t *testing.T) {
 	defer func() { cs.Close(); ss.Wait() }()
 	before := leakcheck.Take(leakOpts)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	params := &mcp.CallToolParams{Name: ToolName, Arguments: map[string]any{
-		"runtime": "bash", "code": "echo running; sleep 25; echo never", "timeout_ms": 30000,
-	}}
-	params.SetProgressToken("cancel-me")
-	done := make(chan error, 1)
-	go func() {
-		_, err := cs.CallTool(ctx, params)
-		done <- err
-	}()
-	waitForProgress(t, plog, "running")
+	long := startLongCall(t, cs, plog)
 	responsesBefore := len(wire.responses())
-	cancel()
-	if err := <-done; err == nil {
-		t.Fatal("cancelled call returned no error")
-	}
-	select {
-	case err := <-rec.returned:
-		if err == nil {
-			t.Error("Exec of a cancelled call returned a result, want the cancellation")
-		}
-	case <-time.After(15 * time.Second): // the program would run 25 s
-		t.Fatal("Exec did not return after the client cancelled")
-	}
+	long.cancelAndWait(t, rec)
 	<-handled
 	// A round trip after the handler returned: a response to the cancelled
 	// call, had one been written, came before this one's.
@@ -146,6 +124,57 @@ func TestCancelledCallGetsNoResponse(t *testing.T) {
 	}
 }
 
+// longCall is a call of 25 s that reports progress, started by
+// startLongCall.
+type longCall struct {
+	cancel context.CancelFunc
+	done   <-chan error // what CallTool returned
+}
+
+// startLongCall starts a long call (progress token "cancel-me") and
+// returns once its program reports running.
+func startLongCall(t *testing.T, cs *mcp.ClientSession, plog *progressLog) *longCall {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	params := &mcp.CallToolParams{Name: ToolName, Arguments: map[string]any{
+		"runtime": "bash", "code": "echo running; sleep 25; echo never", "timeout_ms": 30000,
+	}}
+	params.SetProgressToken("cancel-me")
+	done := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, params)
+		done <- err
+	}()
+	waitForProgress(t, plog, "running")
+	return &longCall{cancel: cancel, done: done}
+}
+
+// cancelAndWait cancels the call as the client does and waits for what
+// that must do: CallTool ends with an error, and the Exec rec records ends
+// with the cancellation, within 15 s (the program would run 25 s). It
+// returns how long Exec took to end after the cancel.
+func (c *longCall) cancelAndWait(t *testing.T, rec *recordingService) time.Duration {
+	t.Helper()
+	cancelled := time.Now()
+	c.cancel()
+	if err := <-c.done; err == nil {
+		t.Fatal("cancelled call returned no error")
+	}
+	select {
+	case err := <-rec.returned:
+		if err == nil {
+			t.Error("Exec of a cancelled call returned a result, want the cancellation")
+		}
+		return time.Since(cancelled)
+	case <-time.After(15 * time.Second):
+		t.Fatal("Exec did not return after the client cancelled")
+		return 0
+	}
+}
+
+// waitForProgress waits, up to 20 s, for a progress notification whose
+// message shows text (the program's output).
 func waitForProgress(t *testing.T, plog *progressLog, text string) {
 	t.Helper()
 	deadline := time.After(20 * time.Second)

@@ -252,15 +252,4 @@ func (t *tool) snapshot() (execapi.Info, bool, string) {
 
 // fallbackInfo is what the tool offers before the Service could describe
 // itself: the contract's documented defaults, no network, no runtime list.
-func fallbackInfo() execapi.Info {
-	p := execapi.DefaultPolicy()
-	return execapi.Info{
-		NetworkDefault:   execapi.NetworkNone,
-		DefaultTimeoutMS: int(p.DefaultTimeout.Milliseconds()),
-		MinTimeoutMS:     int(p.MinTimeout.Milliseconds()),
-		MaxTimeoutMS:     int(p.MaxTimeout.Milliseconds()),
-		DefaultMemoryMB:  p.DefaultMemoryMB,
-		MinMemoryMB:      p.MinMemoryMB,
-		MaxMemoryMB:      p.MaxMemoryMB,
-	}
-}
+func fallbackInfo() execapi.Info { return execapi.DefaultPolicy().Info() }

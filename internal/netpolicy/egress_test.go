@@ -20,6 +20,7 @@ import (
 	"github.com/scratchrun/scratchrun/internal/leakcheck"
 	"github.com/scratchrun/scratchrun/internal/netpolicy"
 	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces"
+	"github.com/scratchrun/scratchrun/internal/testenv/networld"
 )
 
 type env struct {
@@ -59,7 +60,7 @@ func newConfiguredEgressEngine(t *testing.T, suffix string, configure func(*netp
 		os.RemoveAll(stateDir)
 	})
 	cfg := netpolicy.DefaultConfig()
-	cfg.DNS = []netip.Addr{resolver}
+	cfg.DNS = []netip.Addr{networld.Resolver}
 	configure(&cfg)
 	mgr, err := netpolicy.New(cfg, nil)
 	if err != nil {
@@ -128,8 +129,7 @@ func outcomes(t *testing.T, stdout string) map[string][2]string {
 }
 
 func TestEgressPolicy(t *testing.T) {
-	w := buildWorld(t)
-	_ = w
+	networld.Build(t)
 	// A service bound on the engine's host, on every address.
 	hostSvc, err := net.Listen("tcp", "0.0.0.0:8081")
 	must(t, err)
@@ -138,7 +138,7 @@ func TestEgressPolicy(t *testing.T) {
 
 	// Sanity: from the engine's host, the private and metadata hosts ARE
 	// reachable, so what stops sandboxes is the policy, not the topology.
-	for _, a := range []netip.Addr{privateHost, metadataHost, internetHost} {
+	for _, a := range []netip.Addr{networld.Private, networld.Metadata, networld.Internet} {
 		c, err := net.DialTimeout("tcp", netip.AddrPortFrom(a, 80).String(), 2*time.Second)
 		if err != nil {
 			t.Fatalf("world broken: host cannot reach %s: %v", a, err)
@@ -194,7 +194,7 @@ func TestEgressPolicy(t *testing.T) {
 			"tcp private-by-name private.test 80",
 			"tcp metadata 169.254.169.254 80",
 			"tcp smtp 198.51.100.10 25",
-			"tcp host-uplink "+hostUplink.String()+" 8081",
+			"tcp host-uplink "+networld.Uplink.String()+" 8081",
 			"tcp host-gateway "+slot0Gateway+" 8081",
 			"tcp other-sandbox "+victim+" 9000",
 			"udp private-udp 10.1.2.3 53",
@@ -258,7 +258,7 @@ func TestEgressPolicy(t *testing.T) {
 	// A second engine in the same namespace with another policy is refused,
 	// rather than run under rules it did not ask for.
 	cfg := netpolicy.DefaultConfig()
-	cfg.DNS = []netip.Addr{resolver}
+	cfg.DNS = []netip.Addr{networld.Resolver}
 	cfg.Blocked = []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}
 	if _, err := netpolicy.New(cfg, nil); err == nil || !strings.Contains(err.Error(), "different policy") {
 		t.Errorf("second manager with another policy: %v, want a refusal", err)
@@ -274,7 +274,7 @@ func TestEgressPolicy(t *testing.T) {
 
 // The operator's extra allowed and blocked destinations apply.
 func TestOperatorAllowAndBlockLists(t *testing.T) {
-	buildWorld(t)
+	networld.Build(t)
 	pid := os.Getpid()
 	store, err := images.OpenStore(images.Options{Root: "/var/lib/scratchrun", UIDBase: images.DefaultUIDBase})
 	must(t, err)
@@ -284,9 +284,9 @@ func TestOperatorAllowAndBlockLists(t *testing.T) {
 	defer os.RemoveAll(stateDir)
 	defer backend.Close()
 	cfg := netpolicy.DefaultConfig()
-	cfg.DNS = []netip.Addr{resolver}
-	cfg.Allowed = []netip.Prefix{netip.PrefixFrom(privateHost, 32)}
-	cfg.Blocked = []netip.Prefix{netip.PrefixFrom(internetHost, 32)}
+	cfg.DNS = []netip.Addr{networld.Resolver}
+	cfg.Allowed = []netip.Prefix{netip.PrefixFrom(networld.Private, 32)}
+	cfg.Blocked = []netip.Prefix{netip.PrefixFrom(networld.Internet, 32)}
 	mgr, err := netpolicy.New(cfg, nil)
 	must(t, err)
 	defer mgr.Close()
@@ -307,7 +307,7 @@ func TestOperatorAllowAndBlockLists(t *testing.T) {
 func TestCloseLeavesNothing(t *testing.T) {
 	before := leakcheck.Take(leakcheck.Options{})
 	cfg := netpolicy.DefaultConfig()
-	cfg.DNS = []netip.Addr{resolver}
+	cfg.DNS = []netip.Addr{networld.Resolver}
 	cfg.PoolSize = 3
 	mgr, err := netpolicy.New(cfg, nil)
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/scratchrun/scratchrun/internal/execapi"
 	"github.com/scratchrun/scratchrun/internal/leakcheck"
 	"github.com/scratchrun/scratchrun/internal/netpolicy"
+	"github.com/scratchrun/scratchrun/internal/testenv/networld"
 )
 
 // egressCall runs one egress call that fetches the internet host.
@@ -39,7 +40,7 @@ func egressCall(t *testing.T, e *env) string {
 // file is left. (The second used to be refused: "another ScratchRun engine
 // owns network egress".)
 func TestTwoEnginesShareEgress(t *testing.T) {
-	buildWorld(t)
+	networld.Build(t)
 	before := leakcheck.Take(leakcheck.Options{})
 	lockFile := ownLockFile(t)
 
@@ -72,7 +73,7 @@ func TestTwoEnginesShareEgress(t *testing.T) {
 	}
 	// A third engine may join the one still running (same policy) ...
 	cfg := netpolicy.DefaultConfig()
-	cfg.DNS = []netip.Addr{resolver}
+	cfg.DNS = []netip.Addr{networld.Resolver}
 	third, err := netpolicy.New(cfg, nil)
 	if err != nil {
 		t.Fatalf("a third engine with the same policy: %v", err)
@@ -100,7 +101,7 @@ func TestTwoEnginesShareEgress(t *testing.T) {
 // once never get the same interface name or address.
 func TestEnginesNeverShareASlot(t *testing.T) {
 	cfg := netpolicy.DefaultConfig()
-	cfg.DNS = []netip.Addr{resolver}
+	cfg.DNS = []netip.Addr{networld.Resolver}
 	cfg.PoolSize = 0
 	var mgrs []*netpolicy.Manager
 	for range 2 {
@@ -138,7 +139,7 @@ const holderEnv = "SCRATCHRUN_NETTEST_HOLDER"
 // holdEgress is that child's whole job.
 func holdEgress() {
 	cfg := netpolicy.DefaultConfig()
-	cfg.DNS = []netip.Addr{resolver}
+	cfg.DNS = []netip.Addr{networld.Resolver}
 	m, err := netpolicy.New(cfg, nil)
 	if err != nil {
 		fmt.Println("error:", err)
@@ -180,7 +181,7 @@ func TestEngineAfterKillCleansUp(t *testing.T) {
 	}
 
 	cfg := netpolicy.DefaultConfig()
-	cfg.DNS = []netip.Addr{resolver}
+	cfg.DNS = []netip.Addr{networld.Resolver}
 	cfg.PoolSize = 1
 	m, err := netpolicy.New(cfg, nil)
 	must(t, err)
@@ -207,7 +208,7 @@ func TestUnheldLockFilesAreSwept(t *testing.T) {
 	stale := filepath.Join(dir, "egress-netns-1.lock")
 	must(t, os.WriteFile(stale, []byte("table scratchrun\n"), 0o600))
 	cfg := netpolicy.DefaultConfig()
-	cfg.DNS = []netip.Addr{resolver}
+	cfg.DNS = []netip.Addr{networld.Resolver}
 	m, err := netpolicy.New(cfg, nil)
 	must(t, err)
 	defer m.Close()

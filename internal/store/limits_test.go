@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -64,47 +63,34 @@ func TestConcurrencySharedAcrossHandles(t *testing.T) {
 		handles := []Store{b.open(t), b.open(t), b.open(t)}
 		k, _, _ := handles[0].CreateKey(ctx, NewKey{Name: "two", RatePerMin: 1 << 20, Concurrency: 2})
 		var inFlight, most, refused atomic.Int64
-		var wg sync.WaitGroup
-		errs := make(chan error, 30)
-		for i := range 12 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				s := handles[i%len(handles)]
-				for range 4 {
-					var lease Lease
-					for {
-						var err error
-						lease, err = s.Admit(ctx, k.ID, 50*time.Millisecond)
-						var le *LimitError
-						if errors.As(err, &le) && le.Limit == LimitConcurrency && le.Max == 2 {
-							refused.Add(1)
-							time.Sleep(2 * time.Millisecond)
-							continue
-						}
-						if err != nil {
-							errs <- err
-							return
-						}
-						break
+		atOnce(t, 12, handles, func(_ int, s Store) error {
+			for range 4 {
+				var lease Lease
+				for {
+					var err error
+					lease, err = s.Admit(ctx, k.ID, 50*time.Millisecond)
+					var le *LimitError
+					if errors.As(err, &le) && le.Limit == LimitConcurrency && le.Max == 2 {
+						refused.Add(1)
+						time.Sleep(2 * time.Millisecond)
+						continue
 					}
-					n := inFlight.Add(1)
-					for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+					if err != nil {
+						return err
 					}
-					time.Sleep(5 * time.Millisecond)
-					inFlight.Add(-1)
-					if err := s.Release(ctx, lease, false); err != nil {
-						errs <- err
-						return
-					}
+					break
 				}
-			}()
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Fatal(err)
-		}
+				n := inFlight.Add(1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				time.Sleep(5 * time.Millisecond)
+				inFlight.Add(-1)
+				if err := s.Release(ctx, lease, false); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
 		t.Logf("48 calls of a concurrency-2 key through 3 handles: at most %d at once, %d refusals", most.Load(), refused.Load())
 		if most.Load() != 2 {
 			t.Errorf("at most %d calls at once, want exactly 2", most.Load())

@@ -54,16 +54,13 @@ func openPostgres(ctx context.Context, url string) (*sqlStore, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open key store %s: %w", where, err)
 	}
-	s := &sqlStore{db: pgDB{pool}, d: postgresDialect, location: where}
+	s := &sqlStore{db: pgDB{pgConn{pool}, pool}, d: postgresDialect, location: where}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open key store %s: %w", where, err)
 	}
 	return s, nil
 }
-
-// pgDB adapts a pgx pool to database.
-type pgDB struct{ pool *pgxpool.Pool }
 
 // pgQuerier is what a pool and a transaction both offer.
 type pgQuerier interface {
@@ -72,16 +69,34 @@ type pgQuerier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-func (d pgDB) exec(ctx context.Context, q string, args ...any) (int64, error) {
-	return pgExec(ctx, d.pool, q, args)
+// pgConn adapts a pool or a transaction to conn, numbering the shared
+// SQL's placeholders.
+type pgConn struct{ q pgQuerier }
+
+func (c pgConn) exec(ctx context.Context, q string, args ...any) (int64, error) {
+	tag, err := c.q.Exec(ctx, numbered(q), args...)
+	if err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
 }
 
-func (d pgDB) queryRow(ctx context.Context, q string, args ...any) scanner {
-	return d.pool.QueryRow(ctx, numbered(q), args...)
+func (c pgConn) queryRow(ctx context.Context, q string, args ...any) scanner {
+	return c.q.QueryRow(ctx, numbered(q), args...)
 }
 
-func (d pgDB) query(ctx context.Context, q string, args ...any) (rows, error) {
-	return pgQuery(ctx, d.pool, q, args)
+func (c pgConn) query(ctx context.Context, q string, args ...any) (rows, error) {
+	rs, err := c.q.Query(ctx, numbered(q), args...)
+	if err != nil {
+		return nil, err
+	}
+	return rs, nil
+}
+
+// pgDB adapts a pgx pool to database.
+type pgDB struct {
+	pgConn
+	pool *pgxpool.Pool
 }
 
 func (d pgDB) inTx(ctx context.Context, f func(conn) error) error {
@@ -91,7 +106,7 @@ func (d pgDB) inTx(ctx context.Context, f func(conn) error) error {
 	}
 	// Rollback after Commit is a no-op; it must not be cut short by ctx.
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	if err := f(pgTx{tx}); err != nil {
+	if err := f(pgConn{tx}); err != nil {
 		return err
 	}
 	return tx.Commit(ctx)
@@ -100,37 +115,6 @@ func (d pgDB) inTx(ctx context.Context, f func(conn) error) error {
 func (d pgDB) close() error {
 	d.pool.Close()
 	return nil
-}
-
-// pgTx adapts a pgx transaction to conn.
-type pgTx struct{ tx pgx.Tx }
-
-func (t pgTx) exec(ctx context.Context, q string, args ...any) (int64, error) {
-	return pgExec(ctx, t.tx, q, args)
-}
-
-func (t pgTx) queryRow(ctx context.Context, q string, args ...any) scanner {
-	return t.tx.QueryRow(ctx, numbered(q), args...)
-}
-
-func (t pgTx) query(ctx context.Context, q string, args ...any) (rows, error) {
-	return pgQuery(ctx, t.tx, q, args)
-}
-
-func pgExec(ctx context.Context, db pgQuerier, q string, args []any) (int64, error) {
-	tag, err := db.Exec(ctx, numbered(q), args...)
-	if err != nil {
-		return 0, err
-	}
-	return tag.RowsAffected(), nil
-}
-
-func pgQuery(ctx context.Context, db pgQuerier, q string, args []any) (rows, error) {
-	rs, err := db.Query(ctx, numbered(q), args...)
-	if err != nil {
-		return nil, err
-	}
-	return rs, nil
 }
 
 // numbered turns the shared SQL's '?' placeholders into PostgreSQL's $1,

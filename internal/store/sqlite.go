@@ -48,7 +48,7 @@ func openSQLite(ctx context.Context, path string) (*sqlStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open key store %s: %w", path, err)
 	}
-	s := &sqlStore{db: sqliteDB{db}, d: sqliteDialect, location: path}
+	s := &sqlStore{db: sqliteDB{sqliteConn{db}, db}, d: sqliteDialect, location: path}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open key store %s: %w", path, err)
@@ -61,23 +61,40 @@ func openSQLite(ctx context.Context, path string) (*sqlStore, error) {
 	return s, nil
 }
 
-// sqliteDB adapts database/sql to database.
-type sqliteDB struct{ db *sql.DB }
-
-func (d sqliteDB) exec(ctx context.Context, q string, args ...any) (int64, error) {
-	return sqlExec(ctx, d.db, q, args)
+// sqlQuerier is what a database/sql handle and a transaction both offer.
+type sqlQuerier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
-func (d sqliteDB) queryRow(ctx context.Context, q string, args ...any) scanner {
-	return d.db.QueryRowContext(ctx, q, args...)
+// sqliteConn adapts a database/sql handle or transaction to conn.
+type sqliteConn struct{ q sqlQuerier }
+
+func (c sqliteConn) exec(ctx context.Context, q string, args ...any) (int64, error) {
+	res, err := c.q.ExecContext(ctx, q, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
 }
 
-func (d sqliteDB) query(ctx context.Context, q string, args ...any) (rows, error) {
-	rs, err := d.db.QueryContext(ctx, q, args...)
+func (c sqliteConn) queryRow(ctx context.Context, q string, args ...any) scanner {
+	return c.q.QueryRowContext(ctx, q, args...)
+}
+
+func (c sqliteConn) query(ctx context.Context, q string, args ...any) (rows, error) {
+	rs, err := c.q.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
 	return sqlRows{rs}, nil
+}
+
+// sqliteDB adapts database/sql to database.
+type sqliteDB struct {
+	sqliteConn
+	db *sql.DB
 }
 
 func (d sqliteDB) inTx(ctx context.Context, f func(conn) error) error {
@@ -86,42 +103,13 @@ func (d sqliteDB) inTx(ctx context.Context, f func(conn) error) error {
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback()
-	if err := f(sqliteTx{tx}); err != nil {
+	if err := f(sqliteConn{tx}); err != nil {
 		return err
 	}
 	return tx.Commit()
 }
 
 func (d sqliteDB) close() error { return d.db.Close() }
-
-// sqliteTx adapts a database/sql transaction to conn.
-type sqliteTx struct{ tx *sql.Tx }
-
-func (t sqliteTx) exec(ctx context.Context, q string, args ...any) (int64, error) {
-	return sqlExec(ctx, t.tx, q, args)
-}
-
-func (t sqliteTx) queryRow(ctx context.Context, q string, args ...any) scanner {
-	return t.tx.QueryRowContext(ctx, q, args...)
-}
-
-func (t sqliteTx) query(ctx context.Context, q string, args ...any) (rows, error) {
-	rs, err := t.tx.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	return sqlRows{rs}, nil
-}
-
-func sqlExec(ctx context.Context, e interface {
-	ExecContext(context.Context, string, ...any) (sql.Result, error)
-}, q string, args []any) (int64, error) {
-	res, err := e.ExecContext(ctx, q, args...)
-	if err != nil {
-		return 0, err
-	}
-	return res.RowsAffected()
-}
 
 // sqlRows gives database/sql's rows the Close of rows (errors surface in
 // Err).

@@ -56,6 +56,29 @@ func (b backend) open(t *testing.T) Store {
 	return s
 }
 
+// atOnce runs call(i, st) for i from 0 to n-1, all at once, each on one of
+// handles in turn (st = handles[i%len(handles)]: front ends sharing the
+// database), and fails t on any error.
+func atOnce(t *testing.T, n int, handles []Store, call func(i int, st Store) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- call(i, handles[i%len(handles)])
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // eachBackend runs f on a fresh database of each implementation.
 func eachBackend(t *testing.T, f func(t *testing.T, b backend)) {
 	t.Run("sqlite", func(t *testing.T) { f(t, sqliteBackend(t)) })
@@ -273,34 +296,17 @@ func TestUsageConcurrentAndSummaries(t *testing.T) {
 		ctx := context.Background()
 		s, other := b.open(t), b.open(t)
 		base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
-		var wg sync.WaitGroup
-		errs := make(chan error, 200)
-		for i := range 200 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				st := s
-				if i%2 == 1 {
-					st = other
-				}
-				worker := fmt.Sprintf("w%d", i%4)
-				if i%4 == 0 {
-					worker = "" // recorded as local
-				}
-				errs <- st.RecordUsage(ctx, Usage{
-					KeyID: fmt.Sprintf("key_%d", i%3), Runtime: "bash", Worker: worker, Started: base.Add(time.Duration(i) * time.Second),
-					Duration: time.Duration(i) * time.Millisecond, ExitCode: i % 2, Outcome: []string{"success", "nonzero_exit"}[i%2],
-					BytesIn: int64(i), BytesOut: 2 * int64(i),
-				})
-			}()
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			if err != nil {
-				t.Fatal(err)
+		atOnce(t, 200, []Store{s, other}, func(i int, st Store) error {
+			worker := fmt.Sprintf("w%d", i%4)
+			if i%4 == 0 {
+				worker = "" // recorded as local
 			}
-		}
+			return st.RecordUsage(ctx, Usage{
+				KeyID: fmt.Sprintf("key_%d", i%3), Runtime: "bash", Worker: worker, Started: base.Add(time.Duration(i) * time.Second),
+				Duration: time.Duration(i) * time.Millisecond, ExitCode: i % 2, Outcome: []string{"success", "nonzero_exit"}[i%2],
+				BytesIn: int64(i), BytesOut: 2 * int64(i),
+			})
+		})
 		all, err := s.ListUsage(ctx, UsageFilter{})
 		if err != nil || len(all) != 200 {
 			t.Fatalf("ListUsage = %d rows, %v", len(all), err)

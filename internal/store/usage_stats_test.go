@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 )
@@ -108,31 +107,14 @@ func TestRefusalCounts(t *testing.T) {
 		ctx := context.Background()
 		s, other := b.open(t), b.open(t)
 		minute := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-		var wg sync.WaitGroup
-		errs := make(chan error, 60)
-		for i := range 60 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				st := s
-				if i%2 == 1 {
-					st = other
-				}
-				reason := "key_rate"
-				if i%3 == 0 {
-					reason = "at_capacity"
-				}
-				// Half in the first minute, half in the next.
-				errs <- st.RecordRefusal(ctx, "key_a", reason, minute.Add(time.Duration(2*i)*time.Second))
-			}()
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			if err != nil {
-				t.Fatal(err)
+		atOnce(t, 60, []Store{s, other}, func(i int, st Store) error {
+			reason := "key_rate"
+			if i%3 == 0 {
+				reason = "at_capacity"
 			}
-		}
+			// Half in the first minute, half in the next.
+			return st.RecordRefusal(ctx, "key_a", reason, minute.Add(time.Duration(2*i)*time.Second))
+		})
 		if err := s.RecordRefusal(ctx, "key_b", "key_concurrency", minute.Add(90*time.Second)); err != nil {
 			t.Fatal(err)
 		}

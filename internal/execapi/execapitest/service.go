@@ -49,20 +49,10 @@ func New(runtimes ...string) *Service {
 // NewWithPolicy is New with another policy (egress allowed, other limits);
 // Describe reports it, as the engine does.
 func NewWithPolicy(p execapi.Policy, runtimes ...string) *Service {
-	info := execapi.Info{
-		Isolation:        "fake",
-		NetworkDefault:   p.NetworkDefault,
-		EgressAllowed:    p.AllowEgress,
-		DefaultTimeoutMS: int(p.DefaultTimeout.Milliseconds()),
-		MinTimeoutMS:     int(p.MinTimeout.Milliseconds()),
-		MaxTimeoutMS:     int(p.MaxTimeout.Milliseconds()),
-		DefaultMemoryMB:  p.DefaultMemoryMB,
-		MinMemoryMB:      p.MinMemoryMB,
-		MaxMemoryMB:      p.MaxMemoryMB,
-		OutputLimitBytes: 1 << 20,
-		MaxReturnBytes:   10 << 20,
-		UnenforcedLimits: []string{},
-	}
+	info := p.Info()
+	info.Isolation = "fake"
+	info.OutputLimitBytes, info.MaxReturnBytes = 1<<20, 10<<20
+	info.UnenforcedLimits = []string{}
 	for _, name := range runtimes {
 		info.Runtimes = append(info.Runtimes, execapi.RuntimeInfo{Name: name, Version: "1.0", Image: "fake", Libraries: []string{}})
 	}

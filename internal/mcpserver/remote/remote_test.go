@@ -69,21 +69,10 @@ func startServer(t *testing.T) (string, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-		keys.Close()
-	})
-	return "http://" + ln.Addr().String(), secret
+	// Registered first, run last: the keys outlive the server.
+	t.Cleanup(func() { keys.Close() })
+	serverURL := testenv.ServeLoopback(t, srv.Serve)
+	return serverURL, secret
 }
 
 // session connects an MCP client, over the SDK's in-memory transport, to an

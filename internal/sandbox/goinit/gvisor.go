@@ -85,22 +85,12 @@ func runGVisorInit() int {
 	unix.CloseOnExec(initproto.ControlFD)
 	unix.CloseOnExec(initproto.StatusFD)
 	shieldFromSignals()
-	var setup initproto.SetupMessage
-	if err := initproto.ReadMessage(control, initproto.MaxSetupBytes, &setup); err != nil {
-		// An engine of another build gets told why; anything else
-		// malformed gets no answer (the engine's timeout reports it).
-		var version *initproto.VersionError
-		if errors.As(err, &version) {
-			_ = initproto.WriteMessage(status, initproto.ReadyMessage{Error: err.Error()})
-		}
+	setup, ok := readSetup(control, status)
+	if !ok {
 		return 1
 	}
 	r, err := prepareGVisor(setup)
-	if err != nil {
-		_ = initproto.WriteMessage(status, initproto.ReadyMessage{Error: err.Error()})
-		return 1
-	}
-	if err := initproto.WriteMessage(status, initproto.ReadyMessage{Ready: true}); err != nil {
+	if !reportReady(status, err) {
 		return 1
 	}
 	var job initproto.JobMessage

@@ -94,20 +94,12 @@ func runMicroVMAgent() int {
 		return 1
 	}
 	control, status := ports[PortControl], ports[PortStatus]
-	var setup initproto.SetupMessage
-	if err := initproto.ReadMessage(control, initproto.MaxSetupBytes, &setup); err != nil {
-		var version *initproto.VersionError
-		if errors.As(err, &version) {
-			_ = initproto.WriteMessage(status, initproto.ReadyMessage{Error: err.Error()})
-		}
+	setup, ok := readSetup(control, status)
+	if !ok {
 		return 1
 	}
 	r, group, err := prepareMicroVM(setup, boot)
-	if err != nil {
-		_ = initproto.WriteMessage(status, initproto.ReadyMessage{Error: err.Error()})
-		return 1
-	}
-	if err := initproto.WriteMessage(status, initproto.ReadyMessage{Ready: true}); err != nil {
+	if !reportReady(status, err) {
 		return 1
 	}
 	var limits initproto.VMMessage

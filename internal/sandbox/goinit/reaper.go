@@ -268,17 +268,14 @@ func runReaper() int {
 	if err := initproto.ReadMessage(control, initproto.MaxSetupBytes, &setup); err != nil {
 		return 1
 	}
-	if err := prepareReaper(setup); err != nil {
-		_ = initproto.WriteMessage(status, initproto.ReadyMessage{Error: err.Error()})
-		return 1
-	}
+	err := prepareReaper(setup)
 	out := output{reaperStdoutFD, reaperStderrFD}
 	var warm *prestarted
-	if setup.Prestart != nil {
+	if err == nil && setup.Prestart != nil {
 		// A pre-start that fails is not fatal: the job then starts cold.
 		warm, _ = startPrestart(*setup.Prestart, out)
 	}
-	if err := initproto.WriteMessage(status, initproto.ReadyMessage{Ready: true}); err != nil {
+	if !reportReady(status, err) {
 		return 1
 	}
 	var job initproto.JobMessage

@@ -173,11 +173,8 @@ func New(opts Options) (*Backend, error) {
 	if len(b.unenforced) > 0 {
 		b.limitations = append(b.limitations, sandbox.UnenforcedWarning(b.unenforced, why))
 	}
-	if n, err := b.sweep(); err != nil {
-		opts.Logger.Warn("cleaning up gVisor sandboxes of an earlier engine", "err", err)
-	} else if n > 0 {
-		opts.Logger.Info("removed gVisor sandboxes left by an earlier engine", "count", n)
-	}
+	n, err := b.sweep()
+	hostside.LogSweep(opts.Logger, "gVisor sandboxes", n, err)
 	if err := b.choosePlatform(); err != nil {
 		b.Close()
 		return nil, err
@@ -246,12 +243,8 @@ func (b *Backend) Create(ctx context.Context, cfg sandbox.Config) (sandbox.Sandb
 func (b *Backend) create(ctx context.Context, cfg sandbox.Config, platform string) (*gvSandbox, error) {
 	id := fmt.Sprintf("%s_%d", b.instance, b.seq.Add(1))
 	s := &gvSandbox{id: id, backend: b, background: cfg.Background}
-	if err := s.start(ctx, cfg, platform); err != nil {
-		t := s.Destroy()
-		if !t.Purged {
-			b.opts.Logger.Error("teardown of a sandbox that failed to start", "sandbox", id, "err", t.Err)
-		}
-		return nil, fmt.Errorf("create gVisor sandbox %s: %w", id, err)
+	if err := hostside.StartOrDestroy(s, "gVisor", b.opts.Logger, func() error { return s.start(ctx, cfg, platform) }); err != nil {
+		return nil, err
 	}
 	return s, nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/scratchrun/scratchrun/internal/leakcheck"
 	"github.com/scratchrun/scratchrun/internal/sandbox"
+	"github.com/scratchrun/scratchrun/internal/testenv"
 )
 
 func bash(script string) []string { return []string{"/bin/bash", "-c", script} }
@@ -82,14 +83,14 @@ func TestPinnedVersionMatchesInstallScript(t *testing.T) {
 }
 
 func TestPrintsExitCodesAndStreams(t *testing.T) {
-	img, _ := image(t, "python3.13")
-	r := run(t, config(img), sandbox.Job{Argv: []string{"/usr/bin/python3.13", "-c",
+	img, _ := env.Image(t, "python3.13")
+	r := run(t, testenv.SandboxConfig(img), sandbox.Job{Argv: []string{"/usr/bin/python3.13", "-c",
 		"import sys\nprint('out')\nprint('err', file=sys.stderr)\nsys.exit(7)"}})
-	if r.ExitCode != 7 || r.stdout != "out\n" || r.stderr != "err\n" || r.TimedOut || r.OOMKilled {
-		t.Errorf("got %+v stdout %q stderr %q", r.Outcome, r.stdout, r.stderr)
+	if r.ExitCode != 7 || r.Stdout != "out\n" || r.Stderr != "err\n" || r.TimedOut || r.OOMKilled {
+		t.Errorf("got %+v stdout %q stderr %q", r.Outcome, r.Stdout, r.Stderr)
 	}
-	img, _ = image(t, "bash")
-	r = run(t, config(img), sandbox.Job{Argv: bash("kill -TERM $$")})
+	img, _ = env.Image(t, "bash")
+	r = run(t, testenv.SandboxConfig(img), sandbox.Job{Argv: bash("kill -TERM $$")})
 	if r.Signal != 15 || r.ExitCode != 128+15 {
 		t.Errorf("signal: %+v", r.Outcome)
 	}
@@ -99,16 +100,16 @@ func TestPrintsExitCodesAndStreams(t *testing.T) {
 // code runs as root with Docker's capabilities minus NET_RAW, no_new_privs
 // and the seccomp filter, in a sandbox whose hostname is "sandbox".
 func TestFilesInAndOutAndConfinement(t *testing.T) {
-	img, _ := image(t, "bash")
-	r := run(t, config(img), sandbox.Job{
+	img, _ := env.Image(t, "bash")
+	r := run(t, testenv.SandboxConfig(img), sandbox.Job{
 		Argv: bash(`cat /code/in.txt; cat /tmp/sub/dir/data.bin | wc -c; echo made > /tmp/out.txt; mkdir -p /root/x && echo deep > /root/x/y
 hostname; id -u; grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status | tr -d '\t'`),
 		Files:       []sandbox.File{{Path: "/code/in.txt", Data: []byte("input\n")}, {Path: "/tmp/sub/dir/data.bin", Data: make([]byte, 3000)}},
 		ReturnFiles: []string{"/tmp/out.txt", "/root/x/y", "/tmp/missing"},
 	})
 	want := "input\n3000\nsandbox\n0\nCapEff:00000000a00405fb\nCapBnd:00000000a00405fb\nNoNewPrivs:1\nSeccomp:2\n"
-	if r.ExitCode != 0 || r.stdout != want {
-		t.Errorf("exit %d stdout %q (want %q) stderr %q", r.ExitCode, r.stdout, want, r.stderr)
+	if r.ExitCode != 0 || r.Stdout != want {
+		t.Errorf("exit %d stdout %q (want %q) stderr %q", r.ExitCode, r.Stdout, want, r.Stderr)
 	}
 	if string(r.Files["/tmp/out.txt"]) != "made\n" || string(r.Files["/root/x/y"]) != "deep\n" {
 		t.Errorf("return files %q", r.Files)
@@ -127,7 +128,7 @@ func TestReturnFilesStayInside(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.Remove(hostPath)
-	img, _ := image(t, "bash")
+	img, _ := env.Image(t, "bash")
 	links := map[string]string{"abs": hostPath, "rel": "../../../../.." + hostPath, "viaproc": "/proc/1/root" + hostPath,
 		"environ": "/proc/self/environ", "fd": "/proc/1/fd/1", "initexe": "/proc/1/exe"}
 	script := "mkfifo /tmp/fifo; "
@@ -137,9 +138,9 @@ func TestReturnFilesStayInside(t *testing.T) {
 		paths = append(paths, "/tmp/"+name)
 	}
 	paths = append(paths, "/tmp/fifo", hostPath, "/proc/self/status")
-	r := run(t, config(img), sandbox.Job{Argv: bash(script + "echo ok"), ReturnFiles: paths})
-	if r.stdout != "ok\n" {
-		t.Fatalf("stdout %q stderr %q", r.stdout, r.stderr)
+	r := run(t, testenv.SandboxConfig(img), sandbox.Job{Argv: bash(script + "echo ok"), ReturnFiles: paths})
+	if r.Stdout != "ok\n" {
+		t.Fatalf("stdout %q stderr %q", r.Stdout, r.Stderr)
 	}
 	for p, data := range r.Files {
 		t.Errorf("%s was returned (%d bytes: %.40q)", p, len(data), data)
@@ -155,12 +156,12 @@ func TestReturnFilesStayInside(t *testing.T) {
 // At the timeout everything dies, a daemonized grandchild in its own
 // session included, and the run ends promptly.
 func TestTimeoutKillsDaemons(t *testing.T) {
-	img, _ := image(t, "bash")
+	img, _ := env.Image(t, "bash")
 	start := time.Now()
-	r := run(t, config(img), sandbox.Job{Timeout: 1500 * time.Millisecond,
+	r := run(t, testenv.SandboxConfig(img), sandbox.Job{Timeout: 1500 * time.Millisecond,
 		Argv: bash("setsid bash -c 'trap \"\" TERM HUP; exec sleep 1000' </dev/null >/dev/null 2>&1 &\necho started\nwhile :; do sleep 1; done")})
-	if !r.TimedOut || r.Signal != 9 || r.stdout != "started\n" {
-		t.Errorf("got %+v stdout %q", r.Outcome, r.stdout)
+	if !r.TimedOut || r.Signal != 9 || r.Stdout != "started\n" {
+		t.Errorf("got %+v stdout %q", r.Outcome, r.Stdout)
 	}
 	if d := time.Since(start); d > 45*time.Second {
 		t.Errorf("a 1.5 s timeout took %s", d)
@@ -169,49 +170,49 @@ func TestTimeoutKillsDaemons(t *testing.T) {
 
 // A daemon left behind by a program that exits does not keep the run alive.
 func TestDaemonDiesWithProgram(t *testing.T) {
-	img, _ := image(t, "bash")
-	r := run(t, config(img), sandbox.Job{Timeout: 20 * time.Second,
+	img, _ := env.Image(t, "bash")
+	r := run(t, testenv.SandboxConfig(img), sandbox.Job{Timeout: 20 * time.Second,
 		Argv: bash("nohup sleep 1000 >/dev/null 2>&1 &\nsetsid sleep 1000 </dev/null >/dev/null 2>&1 &\necho parent done")})
-	if r.ExitCode != 0 || r.TimedOut || r.stdout != "parent done\n" || r.Duration > 10*time.Second {
-		t.Errorf("got %+v stdout %q", r.Outcome, r.stdout)
+	if r.ExitCode != 0 || r.TimedOut || r.Stdout != "parent done\n" || r.Duration > 10*time.Second {
+		t.Errorf("got %+v stdout %q", r.Outcome, r.Stdout)
 	}
 }
 
 // Over the memory limit the kernel kills (the Sentry, and with it the
 // sandbox): exit 137 and OOMKilled.
 func TestMemoryLimitKills(t *testing.T) {
-	img, _ := image(t, "python3.13")
-	cfg := config(img)
+	img, _ := env.Image(t, "python3.13")
+	cfg := testenv.SandboxConfig(img)
 	r := run(t, cfg, sandbox.Job{MemoryBytes: 64 << 20,
 		Argv: []string{"/usr/bin/python3.13", "-c", "chunks = []\nwhile True:\n    chunks.append(bytearray(16 << 20))\n"}})
 	if !r.OOMKilled || r.ExitCode != 137 || r.TimedOut {
-		t.Errorf("got %+v stderr %q", r.Outcome, r.stderr)
+		t.Errorf("got %+v stderr %q", r.Outcome, r.Stderr)
 	}
 }
 
 // Processes and threads stop at MaxPids inside the Sentry.
 func TestThreadAndForkBombsStop(t *testing.T) {
-	img, _ := image(t, "python3.13")
-	cfg := config(img)
+	img, _ := env.Image(t, "python3.13")
+	cfg := testenv.SandboxConfig(img)
 	cfg.MaxPids = 64
 	r := run(t, cfg, sandbox.Job{Timeout: 30 * time.Second, Argv: []string{"/usr/bin/python3.13", "-c",
 		"import threading, time\nn = 0\ntry:\n    while True:\n        threading.Thread(target=time.sleep, args=(60,), daemon=True).start(); n += 1\nexcept RuntimeError as e:\n    print('stopped at', n)\n"}})
-	if !strings.HasPrefix(r.stdout, "stopped at") || r.TimedOut {
-		t.Errorf("thread bomb: %+v stdout %q stderr %q", r.Outcome, r.stdout, r.stderr)
+	if !strings.HasPrefix(r.Stdout, "stopped at") || r.TimedOut {
+		t.Errorf("thread bomb: %+v stdout %q stderr %q", r.Outcome, r.Stdout, r.Stderr)
 	}
-	img, _ = image(t, "bash")
+	img, _ = env.Image(t, "bash")
 	r = run(t, cfg, sandbox.Job{Timeout: 5 * time.Second, Argv: bash("bomb() { bomb | bomb & }; bomb; sleep 3; echo survived")})
-	if r.ExitCode == 0 && !strings.Contains(r.stdout, "survived") {
-		t.Errorf("fork bomb: %+v stdout %q", r.Outcome, r.stdout)
+	if r.ExitCode == 0 && !strings.Contains(r.Stdout, "survived") {
+		t.Errorf("fork bomb: %+v stdout %q", r.Outcome, r.Stdout)
 	}
 }
 
 // Output reaches the writers while the program still runs, and a flood is
 // drained without blocking (the caller's writers cap it, not the backend).
 func TestOutputStreamsAndFloods(t *testing.T) {
-	img, _ := image(t, "bash")
+	img, _ := env.Image(t, "bash")
 	b := backend(t)
-	s, err := b.Create(context.Background(), config(img))
+	s, err := b.Create(context.Background(), testenv.SandboxConfig(img))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,8 +252,8 @@ func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // Without a network the sandbox has loopback only, and it works.
 func TestNetworkNoneHasOnlyLoopback(t *testing.T) {
-	img, _ := image(t, "python3.13")
-	r := run(t, config(img), sandbox.Job{Argv: []string{"/usr/bin/python3.13", "-c", `import socket
+	img, _ := env.Image(t, "python3.13")
+	r := run(t, testenv.SandboxConfig(img), sandbox.Job{Argv: []string{"/usr/bin/python3.13", "-c", `import socket
 print(sorted(n for _, n in socket.if_nameindex()))
 srv = socket.socket(); srv.bind(('127.0.0.1', 0)); srv.listen()
 socket.create_connection(srv.getsockname(), timeout=2)
@@ -261,15 +262,15 @@ try:
     socket.create_connection(('192.0.2.1', 80), timeout=2); print('reached')
 except OSError as e: print('unreachable')
 `}})
-	if r.stdout != "['lo']\nloopback works\nunreachable\n" {
-		t.Errorf("stdout %q stderr %q", r.stdout, r.stderr)
+	if r.Stdout != "['lo']\nloopback works\nunreachable\n" {
+		t.Errorf("stdout %q stderr %q", r.Stdout, r.Stderr)
 	}
 }
 
 // Run runs at most once.
 func TestRunOnlyOnce(t *testing.T) {
-	img, _ := image(t, "bash")
-	s, err := backend(t).Create(context.Background(), config(img))
+	img, _ := env.Image(t, "bash")
+	s, err := backend(t).Create(context.Background(), testenv.SandboxConfig(img))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,10 +287,10 @@ func TestRunOnlyOnce(t *testing.T) {
 // Cancelling the context kills the sandbox at once; teardown is verified
 // and nothing is left (no runsc process, state, bundle or cgroup).
 func TestCancelKillsAtOnce(t *testing.T) {
-	img, _ := image(t, "bash")
+	img, _ := env.Image(t, "bash")
 	b := backend(t)
 	before := leakcheck.Take(leakOpts)
-	s, err := b.Create(context.Background(), config(img))
+	s, err := b.Create(context.Background(), testenv.SandboxConfig(img))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,19 +325,19 @@ func TestCancelKillsAtOnce(t *testing.T) {
 // Sandboxes destroyed in every state leave nothing: unused, finished, timed
 // out; the image on disk is untouched.
 func TestTeardownLeavesNothing(t *testing.T) {
-	img, _ := image(t, "bash")
+	img, _ := env.Image(t, "bash")
 	b := backend(t)
 	imageBefore := imageState(t, img.RootFS)
 	before := leakcheck.Take(leakOpts)
-	unused, err := b.Create(context.Background(), config(img))
+	unused, err := b.Create(context.Background(), testenv.SandboxConfig(img))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if td := unused.Destroy(); !td.Purged {
 		t.Errorf("unused sandbox: %v", td.Err)
 	}
-	run(t, config(img), sandbox.Job{Argv: bash("touch /etc/new /root/new; rm -rf /usr/share/doc; (sleep 100 &); echo x")})
-	run(t, config(img), sandbox.Job{Argv: bash("sleep 100"), Timeout: time.Second})
+	run(t, testenv.SandboxConfig(img), sandbox.Job{Argv: bash("touch /etc/new /root/new; rm -rf /usr/share/doc; (sleep 100 &); echo x")})
+	run(t, testenv.SandboxConfig(img), sandbox.Job{Argv: bash("sleep 100"), Timeout: time.Second})
 	checkClean(t, before)
 	if after := imageState(t, img.RootFS); after != imageBefore {
 		t.Errorf("the image changed on disk:\nbefore %s\nafter  %s", imageBefore, after)
@@ -413,8 +414,8 @@ func imageState(t *testing.T, root string) string {
 // Every writable place is size-limited, and the tmpfs ones inode-limited:
 // a full one fails with ENOSPC and the program goes on.
 func TestFileSystemLimits(t *testing.T) {
-	img, _ := image(t, "bash")
-	cfg := config(img)
+	img, _ := env.Image(t, "bash")
+	cfg := testenv.SandboxConfig(img)
 	cfg.TmpBytes, cfg.WritableBytes, cfg.MaxInodes = 2<<20, 4<<20, 200
 	r := run(t, cfg, sandbox.Job{Timeout: 60 * time.Second, Argv: bash(`for d in /tmp /dev/shm /code /root /var/tmp; do
   case "$(dd if=/dev/zero of=$d/fill bs=1M count=20 2>&1)" in *"No space left"*) echo "$d full";; *) echo "$d NOT full";; esac
@@ -424,18 +425,18 @@ for d in /tmp /dev/shm /code; do
   mkdir $d/many && cd $d/many && i=0; while : > f$i 2>/dev/null; do i=$((i+1)); [ $i -gt 1000 ] && break; done; echo "$d files stopped at $i"
 done`)})
 	want := "/tmp full\n/dev/shm full\n/code full\n/root full\n/var/tmp full\n"
-	if !strings.HasPrefix(r.stdout, want) {
-		t.Errorf("stdout %q, want it to start with %q", r.stdout, want)
+	if !strings.HasPrefix(r.Stdout, want) {
+		t.Errorf("stdout %q, want it to start with %q", r.Stdout, want)
 	}
 	for _, d := range []string{"/tmp", "/dev/shm", "/code"} {
 		var n int
-		for _, line := range strings.Split(r.stdout, "\n") {
+		for _, line := range strings.Split(r.Stdout, "\n") {
 			if _, err := fmt.Sscanf(line, d+" files stopped at %d", &n); err == nil {
 				break
 			}
 		}
 		if n == 0 || n > 200 {
-			t.Errorf("%s: file creation stopped at %d, want at most the 200-inode limit (stdout %q)", d, n, r.stdout)
+			t.Errorf("%s: file creation stopped at %d, want at most the 200-inode limit (stdout %q)", d, n, r.Stdout)
 		}
 	}
 }

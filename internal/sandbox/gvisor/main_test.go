@@ -1,14 +1,11 @@
 package gvisor
 
 import (
-	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/scratchrun/scratchrun/internal/images"
 	"github.com/scratchrun/scratchrun/internal/sandbox"
 	"github.com/scratchrun/scratchrun/internal/testenv"
 )
@@ -41,72 +38,13 @@ func TestMain(m *testing.M) {
 }
 
 // backend returns the suite's backend, created once.
-func backend(t testing.TB) *Backend {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatal("the gvisor backend needs root")
-	}
-	level.Backend(t)
-	return level.Real().(*Backend)
-}
-
-// image resolves a runtime's image; a missing one fails the test.
-func image(t testing.TB, runtime string) (sandbox.Image, images.Runtime) {
-	t.Helper()
-	r, err := env.Store(t).Resolve(runtime)
-	if err != nil {
-		t.Fatalf("%v (run `scratchrun images build`)", err)
-	}
-	return sandbox.Image{RootFS: r.RootFS, UIDBase: r.UIDBase}, r.Runtime
-}
-
-// config is a typical sandbox configuration (the engine's defaults).
-func config(img sandbox.Image) sandbox.Config {
-	return sandbox.Config{Image: img, MemoryBytes: 256 << 20, MaxPids: 256, CPUs: 1,
-		WritableBytes: 128 << 20, TmpBytes: 128 << 20, MaxInodes: 65536}
-}
-
-// result is what a test run produced.
-type result struct {
-	sandbox.Outcome
-	stdout, stderr string
-	teardown       sandbox.Teardown
-}
+func backend(t testing.TB) *Backend { return testenv.RealBackend[*Backend](t, level) }
 
 // run creates a sandbox, runs job in it and destroys it, failing the test on
 // errors (not on a non-zero exit) and on an unverified teardown.
-func run(t testing.TB, cfg sandbox.Config, job sandbox.Job) result {
+func run(t testing.TB, cfg sandbox.Config, job sandbox.Job) testenv.JobRun {
 	t.Helper()
-	b := backend(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	s, err := b.Create(ctx, cfg)
-	if err != nil {
-		t.Fatalf("create: %v", err)
-	}
-	var stdout, stderr bytes.Buffer
-	job.Stdout, job.Stderr = &stdout, &stderr
-	if job.Timeout == 0 {
-		job.Timeout = 20 * time.Second
-	}
-	if job.MaxReturnBytes == 0 {
-		job.MaxReturnBytes = 1 << 20
-	}
-	if job.Dir == "" {
-		job.Dir = "/tmp"
-	}
-	if job.Env == nil {
-		job.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/root", "LANG=C.UTF-8"}
-	}
-	out, err := s.Run(ctx, job)
-	td := s.Destroy()
-	if err != nil {
-		t.Fatalf("run: %v", err)
-	}
-	if !td.Purged {
-		t.Errorf("teardown not verified: %v", td.Err)
-	}
-	return result{Outcome: out, stdout: stdout.String(), stderr: stderr.String(), teardown: td}
+	return level.RunJob(t, cfg, job, testenv.JobLimits{Within: 2 * time.Minute, Timeout: 20 * time.Second})
 }
 
 // leftoverState lists runsc state files and bundles still in the test's

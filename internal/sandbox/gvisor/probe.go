@@ -1,9 +1,7 @@
 package gvisor
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
@@ -13,8 +11,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/scratchrun/scratchrun/internal/sandbox"
 	"github.com/scratchrun/scratchrun/internal/sandbox/goinit"
+	"github.com/scratchrun/scratchrun/internal/sandbox/hostside"
 )
 
 // probeTimeout bounds one start-up probe (KVM that hangs must not hang New).
@@ -53,16 +51,10 @@ func (b *Backend) choosePlatform() error {
 // probeMarker names the file that records a successful probe of exactly
 // these binaries on this kernel with these options.
 func (b *Backend) probeMarker() string {
-	h := sha256.New()
-	fmt.Fprintln(h, b.runsc, b.initPath, b.opts.Platform, b.opts.CgroupParent, b.cgroups != nil)
-	if fi, err := os.Stat(b.runsc); err == nil {
-		fmt.Fprintln(h, fi.Size(), fi.ModTime().UnixNano())
-	}
 	var uts unix.Utsname
-	if unix.Uname(&uts) == nil {
-		h.Write(uts.Release[:])
-	}
-	return filepath.Join(b.opts.StateDir, fmt.Sprintf("probed-%x", h.Sum(nil)[:12]))
+	_ = unix.Uname(&uts)
+	return hostside.ProbeMarker(b.opts.StateDir, "probed-", []string{b.runsc},
+		b.runsc, b.initPath, b.opts.Platform, b.opts.CgroupParent, b.cgroups != nil, unix.ByteSliceToString(uts.Release[:]))
 }
 
 // probeEach tries the platforms in order of preference.
@@ -80,7 +72,7 @@ func (b *Backend) probeEach() error {
 			return nil
 		} else {
 			b.limitations = append(b.limitations, fmt.Sprintf(
-				"gVisor's KVM platform does not work on this host (%v); sandboxes use the slower systrap platform", firstLine(err.Error())))
+				"gVisor's KVM platform does not work on this host (%v); sandboxes use the slower systrap platform", hostside.FirstLine(err.Error())))
 		}
 	}
 	if err := b.probe(PlatformSystrap); err != nil {
@@ -117,30 +109,11 @@ func (b *Backend) probe(platform string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 	defer cancel()
-	cfg := sandbox.Config{
-		Image:       sandbox.Image{RootFS: root, UIDBase: probeUIDBase},
-		MemoryBytes: 64 << 20, MaxPids: 64, CPUs: 1,
-		WritableBytes: 1 << 20, TmpBytes: 1 << 20, MaxInodes: 64,
-	}
-	s, err := b.create(ctx, cfg, platform)
+	s, err := b.create(ctx, hostside.ProbeConfig(root, probeUIDBase), platform)
 	if err != nil {
 		return err
 	}
-	var stdout, stderr bytes.Buffer
-	out, runErr := s.Run(ctx, sandbox.Job{
-		Argv: []string{goinit.GVisorProbePath, goinit.GVisorRoleProbe}, Dir: "/",
-		Timeout: probeTimeout / 2, MaxReturnBytes: 1, Stdout: &stdout, Stderr: &stderr,
-	})
-	t := s.Destroy()
-	switch {
-	case runErr != nil:
-		return runErr
-	case out.ExitCode != 0 || stdout.String() != goinit.GVisorProbeOutput:
-		return fmt.Errorf("probe sandbox: exit %d, stdout %q, stderr %q", out.ExitCode, stdout.String(), stderr.String())
-	case !t.Purged:
-		return fmt.Errorf("probe sandbox was not torn down: %w", t.Err)
-	}
-	return nil
+	return hostside.RunProbe(ctx, s, []string{goinit.GVisorProbePath, goinit.GVisorRoleProbe}, goinit.GVisorProbeOutput, probeTimeout/2, "probe sandbox")
 }
 
 // probeRoot makes the probe's root: an empty directory owned by
@@ -154,9 +127,4 @@ func probeRoot(stateDir string) (string, error) {
 		return "", fmt.Errorf("create probe root: %w", err)
 	}
 	return root, nil
-}
-
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(s, "\n")
-	return line
 }

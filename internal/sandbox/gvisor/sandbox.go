@@ -2,7 +2,6 @@ package gvisor
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -217,14 +216,7 @@ func (s *gvSandbox) Measure(out *sandbox.Outcome, res initproto.ResultMessage) {
 func (s *gvSandbox) Diagnostics() string { return s.diagnostics() }
 
 // exited reports whether runsc has exited.
-func (s *gvSandbox) exited() bool {
-	select {
-	case <-s.waitDone:
-		return true
-	default:
-		return false
-	}
-}
+func (s *gvSandbox) exited() bool { return hostside.Ended(s.waitDone) }
 
 // waitExit waits up to timeout for runsc to exit by itself (it then has
 // removed the container), and kills the sandbox otherwise.
@@ -232,22 +224,13 @@ func (s *gvSandbox) waitExit(timeout time.Duration) {
 	if s.cmd == nil {
 		return
 	}
-	select {
-	case <-s.waitDone:
-	case <-time.After(timeout):
-		s.Kill()
-		<-s.waitDone
-	}
+	hostside.WaitOrKill(s.waitDone, timeout, s.Kill)
 }
 
 // Run implements sandbox.Sandbox.
 func (s *gvSandbox) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, error) {
-	if s.ran {
-		return sandbox.Outcome{}, errors.New("sandbox already ran a job; sandboxes are used once")
-	}
-	s.ran = true
-	if len(job.Argv) == 0 {
-		return sandbox.Outcome{}, errors.New("job has no command")
+	if err := hostside.UseOnce(&s.ran, job); err != nil {
+		return sandbox.Outcome{}, err
 	}
 	if s.destroyed || s.cmd == nil || s.exited() {
 		return sandbox.Outcome{}, fmt.Errorf("sandbox %s is no longer running%s", s.id, s.diagnostics())
@@ -299,8 +282,7 @@ func (s *gvSandbox) Destroy() sandbox.Teardown {
 	if left := b.stateFiles(s.id); len(left) > 0 {
 		errs = append(errs, fmt.Errorf("runsc state left: %v", left))
 	}
-	err := errors.Join(errs...)
-	s.teardown = sandbox.Teardown{Purged: err == nil, Err: err}
+	s.teardown = hostside.TeardownOf(errs...)
 	return s.teardown
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/scratchrun/scratchrun/internal/leakcheck"
+	"github.com/scratchrun/scratchrun/internal/testenv"
 )
 
 // What an engine killed with SIGKILL leaves (runsc state, bundle, cgroups on
@@ -16,18 +17,18 @@ import (
 // sandboxes are left alone.
 func TestSweepRemovesDeadEnginesLeftovers(t *testing.T) {
 	b := backend(t)
-	img, _ := image(t, "bash")
+	img, _ := env.Image(t, "bash")
 	before := leakcheck.Take(leakOpts)
 	// A backend as a crashed engine had it: same directories, the name of
 	// an engine that no longer runs (no pid is that large).
 	dead := &Backend{opts: b.opts, runsc: b.runsc, platform: b.platform, runscRoot: b.runscRoot, bundles: b.bundles,
 		initPath: b.initPath, cgroups: b.cgroups, instance: "e999999999_1", overhead: b.overhead,
 		confinement: b.confinement, initCaps: b.initCaps}
-	orphan, err := dead.create(context.Background(), config(img), b.platform)
+	orphan, err := dead.create(context.Background(), testenv.SandboxConfig(img), b.platform)
 	if err != nil {
 		t.Fatal(err)
 	}
-	live, err := b.Create(context.Background(), config(img))
+	live, err := b.Create(context.Background(), testenv.SandboxConfig(img))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,13 +9,14 @@ import (
 
 	"github.com/scratchrun/scratchrun/internal/engine/warm"
 	"github.com/scratchrun/scratchrun/internal/sandbox"
+	"github.com/scratchrun/scratchrun/internal/testenv"
 )
 
 // warmConfig is a warm Python sandbox's configuration, as the engine's pool
 // builds it: the maximum memory limit and a pre-started interpreter.
 func warmConfig(t *testing.T, preload string) sandbox.Config {
 	t.Helper()
-	img, rt := image(t, "python3.13")
+	img, rt := env.Image(t, "python3.13")
 	argv, err := warm.Command(rt.Warm, rt.WarmCommand)
 	if err != nil {
 		t.Fatal(err)
@@ -24,7 +25,7 @@ func warmConfig(t *testing.T, preload string) sandbox.Config {
 	if preload != "" {
 		env = append(env, "SCRATCHRUN_PRELOAD="+preload)
 	}
-	cfg := config(img)
+	cfg := testenv.SandboxConfig(img)
 	cfg.MemoryBytes = 512 << 20
 	cfg.Warm = true
 	cfg.Prestart = &sandbox.Prestart{Argv: argv, Env: env, Dir: "/tmp"}
@@ -39,8 +40,8 @@ func TestWarmInterpreterRunsJob(t *testing.T) {
 		Env:   []string{"PATH=/usr/bin:/bin", "GREETING=hello"},
 		Files: []sandbox.File{{Path: "/code/main.py", Data: []byte("import os, sys\nprint(os.environ['GREETING'], 'json' in sys.modules, sys.argv)")}},
 	})
-	if r.ExitCode != 0 || r.stdout != "hello True ['/code/main.py']\n" {
-		t.Errorf("got %+v stdout %q stderr %q", r.Outcome, r.stdout, r.stderr)
+	if r.ExitCode != 0 || r.Stdout != "hello True ['/code/main.py']\n" {
+		t.Errorf("got %+v stdout %q stderr %q", r.Outcome, r.Stdout, r.Stderr)
 	}
 }
 

@@ -3,9 +3,11 @@
 // engine's side of the init protocol (package initproto) with its time
 // limits (Conn), the setup every init gets (Setup, Confinement), copying the
 // sandbox's output to the job's writers, turning init's report into an
-// Outcome, readying a sandbox's cgroup for its job, the engine instance
-// names that tell a dead engine's leftovers from a live one's, and the copy
-// of the Go init a backend executes.
+// Outcome, readying a sandbox's cgroup for its job, the steps of a
+// sandbox's life every backend takes alike (start or destroy, one job,
+// teardown), the start-up probe, the engine instance names that tell a dead
+// engine's leftovers from a live one's and the sweep of those leftovers,
+// and the copy of the Go init a backend executes.
 //
 // A backend leaf (namespaces, gvisor, ...) adds only what is its own: how a
 // sandbox is started, killed and waited for. Everything an init says is

@@ -195,11 +195,10 @@ func New(opts Options) (*Backend, error) {
 	if err := sweepBuildMounts(opts.StateDir); err != nil {
 		opts.Logger.Warn("cleaning up image builds of an earlier engine", "err", err)
 	}
-	if n, err := b.sweep(); err != nil {
-		opts.Logger.Warn("cleaning up microVM sandboxes of an earlier engine", "err", err)
-	} else if n > 0 {
-		opts.Logger.Info("removed microVM sandboxes left by an earlier engine", "count", n)
-	}
+	// QEMU processes died with their engines (parent-death signal): what
+	// is left of a dead engine's sandboxes is their cgroups.
+	n, err := hostside.SweepDeadEngines(b.cgroups)
+	hostside.LogSweep(opts.Logger, "microVM sandboxes", n, err)
 	if err := b.chooseAccel(); err != nil {
 		b.Close()
 		return nil, err
@@ -271,41 +270,8 @@ func (b *Backend) create(ctx context.Context, cfg sandbox.Config, accel string) 
 	seq := b.seq.Add(1)
 	id := fmt.Sprintf("%s_%d", b.instance, seq)
 	s := &vmSandbox{id: id, seq: seq, backend: b, background: cfg.Background}
-	if err := s.start(ctx, cfg, accel); err != nil {
-		if t := s.Destroy(); !t.Purged {
-			b.opts.Logger.Error("teardown of a sandbox that failed to start", "sandbox", id, "err", t.Err)
-		}
-		return nil, fmt.Errorf("create microVM sandbox %s: %w", id, err)
+	if err := hostside.StartOrDestroy(s, "microVM", b.opts.Logger, func() error { return s.start(ctx, cfg, accel) }); err != nil {
+		return nil, err
 	}
 	return s, nil
-}
-
-// sweep removes the cgroups of engines that are no longer running (their
-// QEMU processes died with them: parent-death signal).
-func (b *Backend) sweep() (int, error) {
-	if b.cgroups == nil {
-		return 0, nil
-	}
-	names := map[string]bool{}
-	for _, p := range b.cgroups.Parents() {
-		entries, _ := os.ReadDir(p)
-		for _, e := range entries {
-			if e.IsDir() {
-				names[e.Name()] = true
-			}
-		}
-	}
-	removed := 0
-	var errs []error
-	for name := range names {
-		if hostside.EngineAlive(name) {
-			continue
-		}
-		n, err := b.cgroups.SweepOne(name)
-		removed += n
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return removed, errors.Join(errs...)
 }

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/scratchrun/scratchrun/internal/sandbox"
+	"github.com/scratchrun/scratchrun/internal/testenv"
 )
 
 // A job runs on the guest's own kernel, not the host's, as root of the
@@ -20,16 +21,16 @@ import (
 // built) and with the same small /dev as the other backends.
 func TestGuestHasItsOwnKernel(t *testing.T) {
 	b := backend(t)
-	img, _ := image(t, "bash")
-	r := run(t, config(img), sandbox.Job{Argv: []string{"/bin/bash", "-c", "uname -r; id -u; stat -c '%u %g' /etc/shadow; ls /dev | tr '\\n' ' '"}})
+	img, _ := env.Image(t, "bash")
+	r := run(t, testenv.SandboxConfig(img), sandbox.Job{Argv: []string{"/bin/bash", "-c", "uname -r; id -u; stat -c '%u %g' /etc/shadow; ls /dev | tr '\\n' ' '"}})
 	var host unix.Utsname
 	if err := unix.Uname(&host); err != nil {
 		t.Fatal(err)
 	}
 	hostRelease := unix.ByteSliceToString(host.Release[:])
-	lines := strings.Split(r.stdout, "\n")
+	lines := strings.Split(r.Stdout, "\n")
 	if r.ExitCode != 0 || len(lines) < 4 {
-		t.Fatalf("exit %d stdout %q stderr %q", r.ExitCode, r.stdout, r.stderr)
+		t.Fatalf("exit %d stdout %q stderr %q", r.ExitCode, r.Stdout, r.Stderr)
 	}
 	if lines[0] == hostRelease || lines[0] != b.KernelRelease() {
 		t.Errorf("uname -r in the guest is %q; the host's is %q and the guest kernel's %q", lines[0], hostRelease, b.KernelRelease())
@@ -45,12 +46,12 @@ func TestGuestHasItsOwnKernel(t *testing.T) {
 // Input and returned files cross the virtio-serial ports byte for byte,
 // whatever the bytes.
 func TestFilesAreBinarySafe(t *testing.T) {
-	img, _ := image(t, "bash")
+	img, _ := env.Image(t, "bash")
 	data := make([]byte, 3*256+7)
 	for i := range data {
 		data[i] = byte(i * 7)
 	}
-	r := run(t, config(img), sandbox.Job{
+	r := run(t, testenv.SandboxConfig(img), sandbox.Job{
 		Argv:        []string{"/bin/bash", "-c", "cat /tmp/in.bin /tmp/in.bin > /tmp/out.bin; printf '\\0\\377'"},
 		Files:       []sandbox.File{{Path: "/tmp/in.bin", Data: data}},
 		ReturnFiles: []string{"/tmp/out.bin"},
@@ -58,8 +59,8 @@ func TestFilesAreBinarySafe(t *testing.T) {
 	if want := append(append([]byte(nil), data...), data...); !bytes.Equal(r.Files["/tmp/out.bin"], want) {
 		t.Errorf("returned %d bytes, want the %d of the input twice (notes %q)", len(r.Files["/tmp/out.bin"]), len(want), r.Notes)
 	}
-	if r.stdout != "\x00\xff" {
-		t.Errorf("stdout %q", r.stdout)
+	if r.Stdout != "\x00\xff" {
+		t.Errorf("stdout %q", r.Stdout)
 	}
 }
 
@@ -67,13 +68,13 @@ func TestFilesAreBinarySafe(t *testing.T) {
 // behind, and each one's teardown is verified.
 func TestTwentyCallsLeaveNothing(t *testing.T) {
 	b := backend(t)
-	img, _ := image(t, "bash")
+	img, _ := env.Image(t, "bash")
 	before := level.Snapshot()
 	stateBefore := stateFiles(t)
 	for i := range 20 {
-		r := run(t, config(img), sandbox.Job{Argv: []string{"/bin/bash", "-c", "echo $((6*7))"}})
-		if r.stdout != "42\n" || !r.teardown.Purged {
-			t.Fatalf("call %d: stdout %q, teardown %+v", i, r.stdout, r.teardown)
+		r := run(t, testenv.SandboxConfig(img), sandbox.Job{Argv: []string{"/bin/bash", "-c", "echo $((6*7))"}})
+		if r.Stdout != "42\n" || !r.Teardown.Purged {
+			t.Fatalf("call %d: stdout %q, teardown %+v", i, r.Stdout, r.Teardown)
 		}
 	}
 	level.CheckClean(t, before)
@@ -161,8 +162,8 @@ func TestMissingPiecesAreClearErrorsAtStart(t *testing.T) {
 // uses is refused before anything of the job runs (the engine then uses a
 // fresh sandbox), as on the other backends.
 func TestLimitBelowUsageIsRefused(t *testing.T) {
-	img, _ := image(t, "python3.13")
-	cfg := config(img)
+	img, _ := env.Image(t, "python3.13")
+	cfg := testenv.SandboxConfig(img)
 	cfg.Warm = true
 	cfg.Prestart = &sandbox.Prestart{Argv: []string{"/usr/bin/python3", "-c", "x = bytearray(96 << 20); import os; os.read(3, 1)"}, Env: []string{"PATH=/usr/bin:/bin"}, Dir: "/tmp"}
 	b := backend(t)
@@ -188,8 +189,8 @@ func TestLimitBelowUsageIsRefused(t *testing.T) {
 // the guest was saved.
 func TestRestoredGuestsHaveTheirOwnRandomness(t *testing.T) {
 	b := backend(t)
-	img, _ := image(t, "bash")
-	cfg := config(img)
+	img, _ := env.Image(t, "bash")
+	cfg := testenv.SandboxConfig(img)
 	cfg.MemoryBytes = 200 << 20 // a shape of this test's own
 	seen := map[string]bool{}
 	for i := range 3 {
@@ -235,14 +236,14 @@ func TestRestoredGuestsHaveTheirOwnRandomness(t *testing.T) {
 // down whole: Create returns the error promptly and leaves nothing.
 func TestAFailedStartIsTornDown(t *testing.T) {
 	b := backend(t)
-	img, _ := image(t, "bash")
+	img, _ := env.Image(t, "bash")
 	before := level.Snapshot()
 	saved := b.vmm
 	b.vmm = &QEMUVMM{Binary: "/bin/false", TBMiB: tbMiB}
 	defer func() { b.vmm = saved }()
 	done := make(chan error, 1)
 	go func() {
-		_, err := b.Create(context.Background(), config(img))
+		_, err := b.Create(context.Background(), testenv.SandboxConfig(img))
 		done <- err
 	}()
 	select {

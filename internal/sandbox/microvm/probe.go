@@ -1,9 +1,7 @@
 package microvm
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/scratchrun/scratchrun/internal/sandbox"
 	"github.com/scratchrun/scratchrun/internal/sandbox/goinit"
+	"github.com/scratchrun/scratchrun/internal/sandbox/hostside"
 )
 
 // Probe time limits. A KVM that cannot run an ordinary kernel (nested
@@ -55,7 +54,7 @@ func (b *Backend) chooseAccel() error {
 	if err := kvmUsable(b.opts.KVMDevice); err != nil {
 		why = err.Error()
 	} else if err := b.probeKVM(); err != nil {
-		why = "KVM cannot boot a guest here: " + firstLine(err.Error())
+		why = "KVM cannot boot a guest here: " + hostside.FirstLine(err.Error())
 	} else {
 		b.useAccel(AccelKVM, "")
 		b.remember(marker, AccelKVM, "")
@@ -120,15 +119,10 @@ func (b *Backend) remember(marker, accel, why string) {
 // probeMarker names the verdict of this QEMU, kernel and KVM device on
 // this boot.
 func (b *Backend) probeMarker() string {
-	h := sha256.New()
 	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	fmt.Fprintln(h, b.vmm.(*QEMUVMM).Binary, b.kernel.Image, b.opts.KVMDevice, string(boot))
-	for _, f := range []string{b.vmm.(*QEMUVMM).Binary, b.kernel.Image} {
-		if fi, err := os.Stat(f); err == nil {
-			fmt.Fprintln(h, fi.Size(), fi.ModTime().UnixNano())
-		}
-	}
-	return filepath.Join(b.opts.ProbeCacheDir, fmt.Sprintf("microvm-accel-%x", h.Sum(nil)[:12]))
+	qemu := b.vmm.(*QEMUVMM).Binary
+	return hostside.ProbeMarker(b.opts.ProbeCacheDir, "microvm-accel-", []string{qemu, b.kernel.Image},
+		qemu, b.kernel.Image, b.opts.KVMDevice, string(boot))
 }
 
 // kvmUsable reports why device cannot run a VM, nil when it can create
@@ -161,30 +155,11 @@ func (b *Backend) probe(accel string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cfg := sandbox.Config{
-		Image:       sandbox.Image{RootFS: root},
-		MemoryBytes: 64 << 20, MaxPids: 64, CPUs: 1,
-		WritableBytes: 1 << 20, TmpBytes: 1 << 20, MaxInodes: 64,
-	}
-	s, err := b.create(ctx, cfg, accel)
+	s, err := b.create(ctx, hostside.ProbeConfig(root, 0), accel)
 	if err != nil {
 		return err
 	}
-	var stdout, stderr bytes.Buffer
-	out, runErr := s.Run(ctx, sandbox.Job{
-		Argv: []string{goinit.GVisorProbePath, goinit.GVisorRoleProbe}, Dir: "/",
-		Timeout: timeout / 2, MaxReturnBytes: 1, Stdout: &stdout, Stderr: &stderr,
-	})
-	t := s.Destroy()
-	switch {
-	case runErr != nil:
-		return runErr
-	case out.ExitCode != 0 || stdout.String() != goinit.GVisorProbeOutput:
-		return fmt.Errorf("probe machine: exit %d, stdout %q, stderr %q%s", out.ExitCode, stdout.String(), stderr.String(), s.Diagnostics())
-	case !t.Purged:
-		return fmt.Errorf("probe machine was not torn down: %w", t.Err)
-	}
-	return nil
+	return hostside.RunProbe(ctx, s, []string{goinit.GVisorProbePath, goinit.GVisorRoleProbe}, goinit.GVisorProbeOutput, timeout/2, "probe machine")
 }
 
 // probeRoot makes the probe's image directory (and its EROFS image, in
@@ -226,9 +201,4 @@ func copyFile(src, dst string, mode os.FileMode) error {
 		return err
 	}
 	return os.WriteFile(dst, data, mode)
-}
-
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(s, "\n")
-	return line
 }

@@ -3,7 +3,6 @@ package microvm
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -261,12 +260,8 @@ func (s *vmSandbox) readReport(ctx context.Context, timeout time.Duration, r *in
 
 // Run implements sandbox.Sandbox.
 func (s *vmSandbox) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, error) {
-	if s.ran {
-		return sandbox.Outcome{}, errors.New("sandbox already ran a job; sandboxes are used once")
-	}
-	s.ran = true
-	if len(job.Argv) == 0 {
-		return sandbox.Outcome{}, errors.New("job has no command")
+	if err := hostside.UseOnce(&s.ran, job); err != nil {
+		return sandbox.Outcome{}, err
 	}
 	if s.destroyed || s.vm == nil || s.exited() {
 		return sandbox.Outcome{}, fmt.Errorf("sandbox %s is no longer running%s", s.id, s.Diagnostics())
@@ -289,14 +284,7 @@ func (s *vmSandbox) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, 
 }
 
 // exited reports whether QEMU has exited.
-func (s *vmSandbox) exited() bool {
-	select {
-	case <-s.vm.Done():
-		return true
-	default:
-		return false
-	}
-}
+func (s *vmSandbox) exited() bool { return hostside.Ended(s.vm.Done()) }
 
 // Kill implements hostside.Host: QEMU is killed, and the guest with it.
 func (s *vmSandbox) Kill() {
@@ -314,12 +302,7 @@ func (s *vmSandbox) waitExit(timeout time.Duration) {
 	if s.vm == nil {
 		return
 	}
-	select {
-	case <-s.vm.Done():
-	case <-time.After(timeout):
-		s.vm.Kill()
-		<-s.vm.Done()
-	}
+	hostside.WaitOrKill(s.vm.Done(), timeout, s.vm.Kill)
 }
 
 // Measure implements hostside.Host. The guest kernel enforces the job's
@@ -390,8 +373,7 @@ func (s *vmSandbox) Destroy() sandbox.Teardown {
 	if err := hostside.DestroyGroup(s.group); err != nil {
 		errs = append(errs, err)
 	}
-	err := errors.Join(errs...)
-	s.teardown = sandbox.Teardown{Purged: err == nil, Err: err}
+	s.teardown = hostside.TeardownOf(errs...)
 	return s.teardown
 }
 

@@ -12,11 +12,12 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/scratchrun/scratchrun/internal/sandbox"
 	"github.com/scratchrun/scratchrun/internal/sandbox/cgroups"
 	"github.com/scratchrun/scratchrun/internal/sandbox/hostside"
 	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces/spawner"
-	"golang.org/x/sys/unix"
 )
 
 // Options configure the backend.
@@ -132,11 +133,8 @@ func New(opts Options) (*Backend, error) {
 			_, why := b.cgroups.Missing()
 			b.limitations = append(b.limitations, sandbox.UnenforcedWarning(b.unenforced, why))
 		}
-		if n, err := b.sweep(); err != nil {
-			opts.Logger.Warn("cleaning up sandboxes of an earlier engine", "err", err)
-		} else if n > 0 {
-			opts.Logger.Info("removed sandboxes left by an earlier engine", "count", n)
-		}
+		n, err := hostside.SweepDeadEngines(b.cgroups)
+		hostside.LogSweep(opts.Logger, "sandboxes", n, err)
 	}
 	if err := b.startSpawner(); err != nil {
 		return nil, fmt.Errorf("the namespaces backend needs %s (scripts/install.sh builds it): %w", spawner.BinaryName, err)
@@ -199,31 +197,12 @@ func checkUserNamespaces() error {
 	return nil
 }
 
-// sweep removes the groups of engines that are no longer running.
-func (b *Backend) sweep() (int, error) {
-	removed := 0
-	var errs []error
-	for _, dir := range b.cgroups.Leftovers() {
-		name := filepath.Base(dir)
-		if hostside.EngineAlive(name) {
-			continue // that engine is alive (or the group is not ours)
-		}
-		n, err := b.cgroups.SweepOne(name)
-		removed += n
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return removed, errors.Join(errs...)
-}
-
 // Create implements sandbox.Backend.
 func (b *Backend) Create(ctx context.Context, cfg sandbox.Config) (sandbox.Sandbox, error) {
 	id := fmt.Sprintf("%s_%d", b.instance, sandboxSeq.Add(1))
 	s := &nsSandbox{id: id, backend: b, background: cfg.Background}
-	if err := s.start(ctx, cfg); err != nil {
-		s.Destroy()
-		return nil, fmt.Errorf("create sandbox %s: %w", id, err)
+	if err := hostside.StartOrDestroy(s, "", b.opts.Logger, func() error { return s.start(ctx, cfg) }); err != nil {
+		return nil, err
 	}
 	return s, nil
 }

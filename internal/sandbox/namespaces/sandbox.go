@@ -2,7 +2,6 @@ package namespaces
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -123,12 +122,8 @@ func (s *nsSandbox) Diagnostics() string { return "" }
 
 // Run implements sandbox.Sandbox.
 func (s *nsSandbox) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, error) {
-	if s.ran {
-		return sandbox.Outcome{}, errors.New("sandbox already ran a job; sandboxes are used once")
-	}
-	s.ran = true
-	if len(job.Argv) == 0 {
-		return sandbox.Outcome{}, errors.New("job has no command")
+	if err := hostside.UseOnce(&s.ran, job); err != nil {
+		return sandbox.Outcome{}, err
 	}
 	if err := hostside.PrepareGroup(s.group, s.background, job.MemoryBytes); err != nil {
 		return sandbox.Outcome{}, err
@@ -150,8 +145,7 @@ func (s *nsSandbox) Destroy() sandbox.Teardown {
 		s.backend.owners.release(s.owner)
 		s.owner = 0
 	}
-	err := errors.Join(errs...)
-	return sandbox.Teardown{Purged: err == nil, Err: err}
+	return hostside.TeardownOf(errs...)
 }
 
 // MemoryUsage implements sandbox.Sandbox: what the sandbox's cgroup uses.

@@ -50,16 +50,27 @@ func translateAction(rule specs.LinuxSyscall) (seccompbpf.Action, error) {
 		return seccompbpf.ActionLog, nil
 	case specs.ActErrno, specs.ActTrace, specs.ActNotify:
 		return errnoAction(errno), nil
+	}
+	if a, ok := killOrTrap(rule.Action); ok {
+		return a, nil
+	}
+	return 0, fmt.Errorf("unknown seccomp action %q", rule.Action)
+}
+
+// killOrTrap translates the actions that kill the caller or send it
+// SIGSYS, alike for a rule and the profile's default (ok false for any
+// other action).
+func killOrTrap(a specs.LinuxSeccompAction) (seccompbpf.Action, bool) {
+	switch a {
 	case specs.ActKill, specs.ActKillThread:
 		// libseccomp's SCMP_ACT_KILL is SECCOMP_RET_KILL_THREAD.
-		return seccompbpf.ActionKillThread, nil
+		return seccompbpf.ActionKillThread, true
 	case specs.ActKillProcess:
-		return seccompbpf.ActionKillProcess, nil
+		return seccompbpf.ActionKillProcess, true
 	case specs.ActTrap:
-		return seccompbpf.ActionTrap, nil
-	default:
-		return 0, fmt.Errorf("unknown seccomp action %q", rule.Action)
+		return seccompbpf.ActionTrap, true
 	}
+	return 0, false
 }
 
 // defaultAction translates the profile's default action. It must deny: the
@@ -71,21 +82,16 @@ func translateAction(rule specs.LinuxSyscall) (seccompbpf.Action, error) {
 // EPERM, so a different default errno cannot be expressed; EPERM is used
 // instead, which still denies.
 func defaultAction(prof *dockerprofile.Seccomp) (seccompbpf.Action, error) {
-	switch prof.DefaultAction {
-	case specs.ActErrno:
+	if prof.DefaultAction == specs.ActErrno {
 		if e := prof.DefaultErrnoRet; e != nil && unix.Errno(*e) != unix.EPERM {
 			slog.Debug("seccomp: default errno not expressible, using EPERM", "errno", *e)
 		}
 		return seccompbpf.ActionErrno, nil
-	case specs.ActKill, specs.ActKillThread:
-		return seccompbpf.ActionKillThread, nil
-	case specs.ActKillProcess:
-		return seccompbpf.ActionKillProcess, nil
-	case specs.ActTrap:
-		return seccompbpf.ActionTrap, nil
-	default:
-		return 0, fmt.Errorf("profile default action %q does not deny", prof.DefaultAction)
 	}
+	if a, ok := killOrTrap(prof.DefaultAction); ok {
+		return a, nil
+	}
+	return 0, fmt.Errorf("profile default action %q does not deny", prof.DefaultAction)
 }
 
 // permits reports whether an action lets the syscall run.

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	seccompbpf "github.com/elastic/go-seccomp-bpf"
+	dockerprofile "github.com/moby/profiles/seccomp"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
@@ -167,5 +168,27 @@ func TestTranslateAction(t *testing.T) {
 	}
 	if _, err := translateAction(specs.LinuxSyscall{Action: "SCMP_ACT_BOGUS"}); err == nil {
 		t.Error("unknown action accepted")
+	}
+}
+
+// The profile's default action is one that denies, translated as a rule's
+// would be; one that lets calls run is refused.
+func TestDefaultAction(t *testing.T) {
+	for action, want := range map[specs.LinuxSeccompAction]seccompbpf.Action{
+		specs.ActErrno:       seccompbpf.ActionErrno,
+		specs.ActKill:        seccompbpf.ActionKillThread,
+		specs.ActKillThread:  seccompbpf.ActionKillThread,
+		specs.ActKillProcess: seccompbpf.ActionKillProcess,
+		specs.ActTrap:        seccompbpf.ActionTrap,
+	} {
+		got, err := defaultAction(&dockerprofile.Seccomp{LinuxSeccomp: specs.LinuxSeccomp{DefaultAction: action}})
+		if err != nil || got != want {
+			t.Errorf("defaultAction(%s) = %#x, %v; want %#x", action, uint32(got), err, uint32(want))
+		}
+	}
+	for _, action := range []specs.LinuxSeccompAction{specs.ActAllow, specs.ActLog, "SCMP_ACT_BOGUS"} {
+		if _, err := defaultAction(&dockerprofile.Seccomp{LinuxSeccomp: specs.LinuxSeccomp{DefaultAction: action}}); err == nil {
+			t.Errorf("default action %s accepted", action)
+		}
 	}
 }

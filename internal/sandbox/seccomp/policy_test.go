@@ -25,6 +25,21 @@ func sandboxSimulator(t *testing.T) (*compiled, simulator) {
 	return c, programSimulator(t, c.program)
 }
 
+// sandboxRules returns the rules of Docker's default profile that apply to
+// a sandbox here (the running kernel, the sandboxes' capabilities).
+func sandboxRules(t *testing.T) []specs.LinuxSyscall {
+	t.Helper()
+	env, err := sandboxEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := applicableRules(dockerprofile.DefaultProfile(), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rules
+}
+
 // nr returns the x86_64 number of a syscall name.
 func nr(t testing.TB, name string) int {
 	t.Helper()
@@ -261,14 +276,7 @@ func argSamples() [][maxArgs]uint64 {
 // denial applies, and then it denies.
 func TestPolicyIsDockerPlusDenials(t *testing.T) {
 	_, sim := sandboxSimulator(t)
-	env, err := sandboxEnv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rules, err := applicableRules(dockerprofile.DefaultProfile(), env)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rules := sandboxRules(t)
 	for _, r := range rules {
 		if repeatsIndex(r.Args) {
 			t.Fatalf("rule %v compares one argument twice; dockerVerdict's AND reading would not be runc's", r.Names)
@@ -308,14 +316,7 @@ func TestPolicyIsDockerPlusDenials(t *testing.T) {
 // with a different errno).
 func TestUnknownNamesOnlyInAllowRules(t *testing.T) {
 	c, _ := sandboxSimulator(t)
-	env, err := sandboxEnv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rules, err := applicableRules(dockerprofile.DefaultProfile(), env)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rules := sandboxRules(t)
 	for _, r := range rules {
 		if r.Action == specs.ActAllow {
 			continue
