@@ -19,6 +19,9 @@ func TestClusterFlagsRefuseUnsafeOrMeaninglessSetups(t *testing.T) {
 		{[]string{"worker", "--nats", "tls://10.9.8.7:4222"}, "authenticate"},
 		{[]string{"worker", "--nats", "nats://127.0.0.1:4222", "--id", "a.b"}, "--id"},
 		{[]string{"worker", "--nats", "nats://127.0.0.1:4222", "--runtimes", "cobol"}, "--runtimes"},
+		{[]string{"worker", "--nats", "nats://127.0.0.1:4222", "--capacity", "-1"}, "--capacity must not be negative"},
+		{[]string{"worker", "--nats", "nats://127.0.0.1:4222", "--cpu-threshold", "2"}, "--cpu-threshold"},
+		{[]string{"worker", "--nats", "nats://127.0.0.1:4222", "--memory-budget", "lots"}, "--memory-budget"},
 		{[]string{"serve", "--nats", "nats://127.0.0.1:4222", "--capacity", "3"}, "--capacity shapes a local engine"},
 		{[]string{"serve", "--nats", "nats://127.0.0.1:4222", "--isolation", "gvisor"}, "--isolation shapes a local engine"},
 	} {

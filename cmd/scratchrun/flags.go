@@ -42,3 +42,17 @@ func keyValue(flagName, s string) (string, string, error) {
 	}
 	return k, v, nil
 }
+
+// parseFlagsOnly parses the flags of a command that takes no arguments.
+// When it returns false the command ends with code: 0 after -h, a usage
+// error otherwise (an unexpected argument is named through usageError).
+func parseFlagsOnly(fs *flag.FlagSet, args []string, usageError func(string) int) (code int, ok bool) {
+	positional, err := parseInterspersed(fs, args)
+	if err != nil {
+		return flagExit(err), false
+	}
+	if len(positional) > 0 {
+		return usageError(fmt.Sprintf("unexpected argument %q", positional[0])), false
+	}
+	return 0, true
+}

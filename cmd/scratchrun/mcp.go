@@ -56,12 +56,8 @@ flags:
 `)
 		fs.PrintDefaults()
 	}
-	positional, err := parseInterspersed(fs, args)
-	if err != nil {
-		return flagExit(err)
-	}
-	if len(positional) > 0 {
-		return mcpUsageError(fmt.Sprintf("unexpected argument %q", positional[0]))
+	if code, ok := parseFlagsOnly(fs, args, mcpUsageError); !ok {
+		return code
 	}
 	tokenGiven := false
 	fs.Visit(func(f *flag.Flag) { tokenGiven = tokenGiven || f.Name == "token" })
@@ -77,6 +73,7 @@ flags:
 		if msg := checkMCPListen(*httpAddr, token); msg != "" {
 			return mcpUsageError(msg)
 		}
+		var err error
 		if limits, err = connLimits(*maxConns); err != nil {
 			return mcpUsageError(err.Error())
 		}

@@ -37,11 +37,9 @@ func cmdServe(args []string) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	addr := fs.String("addr", "", "listen on `HOST:PORT` (env SCRATCHRUN_ADDR; default "+defaultServeAddr+")")
 	dbPath := fs.String("db", "", dbFlagUsage)
-	capacity := fs.Int("capacity", 0, fmt.Sprintf("at most this many sandboxes at once, whatever the machine has room for (env SCRATCHRUN_MAX_CONCURRENT; default %d, a safety bound)", admission.HardCapacity))
+	engineFlags := addEngineFlags(fs)
 	queueWait := fs.Duration("queue-wait", admission.DefaultQueueWait, "how long a request waits for room before a 429 (env SCRATCHRUN_QUEUE_WAIT; 0: no waiting)")
 	queueLen := fs.Int("queue", 0, fmt.Sprintf("requests that may wait for room at once (env SCRATCHRUN_QUEUE; default %d)", admission.DefaultMaxQueue))
-	memoryBudget := fs.String("memory-budget", "", "memory all sandboxes may use together (`SIZE`, e.g. 16GiB; 0: no budget; env SCRATCHRUN_MEMORY_BUDGET_MB; default: the machine's memory less the larger of 1 GiB and a tenth)")
-	cpuThreshold := fs.Float64("cpu-threshold", admission.DefaultCPUThreshold, "CPU pressure (the share of time some task waits for a CPU, 0 to 1) at which no more sandboxes start (env SCRATCHRUN_CPU_THRESHOLD; 0: no CPU condition)")
 	maxBody := fs.String("max-body", "10MiB", "largest request body accepted (`SIZE`: bytes, or with KiB/MiB)")
 	allowNoAuth := fs.Bool("allow-no-auth", false, "serve without API keys on a non-loopback address (dangerous: anyone who reaches it runs code)")
 	maxConns := addMaxConnsFlag(fs)
@@ -70,12 +68,8 @@ flags:
 `)
 		fs.PrintDefaults()
 	}
-	positional, err := parseInterspersed(fs, args)
-	if err != nil {
-		return flagExit(err)
-	}
-	if len(positional) > 0 {
-		return serveUsageError(fmt.Sprintf("unexpected argument %q", positional[0]))
+	if code, ok := parseFlagsOnly(fs, args, serveUsageError); !ok {
+		return code
 	}
 	listenAddr := firstNonEmpty(*addr, os.Getenv("SCRATCHRUN_ADDR"), defaultServeAddr)
 	metricsListen := firstNonEmpty(*metricsAddr, os.Getenv("SCRATCHRUN_METRICS_ADDR"))
@@ -90,8 +84,8 @@ flags:
 	if err != nil {
 		return serveUsageError("--max-body: " + err.Error())
 	}
-	if *capacity < 0 || *queueLen < 0 || *queueWait < 0 {
-		return serveUsageError("--capacity, --queue and --queue-wait must not be negative")
+	if *queueLen < 0 || *queueWait < 0 {
+		return serveUsageError("--queue and --queue-wait must not be negative")
 	}
 	consoleToken := firstNonEmpty(*consoleFlag, os.Getenv("SCRATCHRUN_CONSOLE_TOKEN"))
 	if consoleToken != "" {
@@ -99,15 +93,16 @@ flags:
 			return serveUsageError("--console-token (SCRATCHRUN_CONSOLE_TOKEN): " + err.Error())
 		}
 	}
-	overrides := engineOverrides{capacity: *capacity, queue: *queueLen}
+	overrides, err := engineFlags.overrides(fs)
+	if err != nil {
+		return serveUsageError(err.Error())
+	}
+	overrides.queue = *queueLen
 	clustered := nf.given()
 	var engineFlag string
 	fs.Visit(func(f *flag.Flag) {
-		switch f.Name {
-		case "queue-wait":
+		if f.Name == "queue-wait" {
 			overrides.queueWait = queueWait
-		case "cpu-threshold":
-			overrides.cpuThreshold = cpuThreshold
 		}
 		for _, name := range engineOnlyFlags {
 			if f.Name == name && engineFlag == "" {
@@ -117,18 +112,6 @@ flags:
 	})
 	if clustered && engineFlag != "" {
 		return serveUsageError(fmt.Sprintf("--%s shapes a local engine, and with --nats there is none: give it to each `scratchrun worker`", engineFlag))
-	}
-	if overrides.cpuThreshold != nil && (*cpuThreshold < 0 || *cpuThreshold > 1) {
-		return serveUsageError("--cpu-threshold: want a share of time between 0 and 1, e.g. 0.8 (0: no CPU condition)")
-	}
-	if *memoryBudget != "" {
-		n := int64(0)
-		if *memoryBudget != "0" {
-			if n, err = parseSize(*memoryBudget); err != nil {
-				return serveUsageError("--memory-budget: " + err.Error())
-			}
-		}
-		overrides.memoryBudget = &n
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())

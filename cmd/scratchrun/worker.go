@@ -18,7 +18,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/scratchrun/scratchrun/internal/admission"
 	"github.com/scratchrun/scratchrun/internal/cluster"
 	"github.com/scratchrun/scratchrun/internal/cluster/worker"
 	"github.com/scratchrun/scratchrun/internal/httpapi"
@@ -38,9 +37,7 @@ func cmdWorker(args []string) int {
 	nf := addNATSFlags(fs, "the NATS servers of the cluster")
 	id := fs.String("id", "", "the worker's `ID` in the cluster: letters, digits, '-' and '_' (env SCRATCHRUN_WORKER_ID; default the NATS user, else the host name, with other characters made '-')")
 	runtimes := fs.String("runtimes", "", "offer only these runtimes (`LIST`, comma-separated; env SCRATCHRUN_WORKER_RUNTIMES; default every installed one)")
-	capacity := fs.Int("capacity", 0, fmt.Sprintf("at most this many sandboxes at once, whatever the machine has room for (env SCRATCHRUN_MAX_CONCURRENT; default %d, a safety bound)", admission.HardCapacity))
-	memoryBudget := fs.String("memory-budget", "", "memory all sandboxes may use together (`SIZE`; 0: no budget; env SCRATCHRUN_MEMORY_BUDGET_MB; default: the machine's memory less the larger of 1 GiB and a tenth)")
-	cpuThreshold := fs.Float64("cpu-threshold", admission.DefaultCPUThreshold, "CPU pressure (0 to 1) at which no more sandboxes start (env SCRATCHRUN_CPU_THRESHOLD; 0: no CPU condition)")
+	engineFlags := addEngineFlags(fs)
 	healthAddr := fs.String("health-addr", "", "serve /healthz and /readyz on `HOST:PORT` for probes (env SCRATCHRUN_HEALTH_ADDR; off by default)")
 	addOperatorFlags(fs)
 	fs.Usage = func() {
@@ -56,12 +53,8 @@ flags:
 `)
 		fs.PrintDefaults()
 	}
-	positional, err := parseInterspersed(fs, args)
-	if err != nil {
-		return flagExit(err)
-	}
-	if len(positional) > 0 {
-		return workerUsageError(fmt.Sprintf("unexpected argument %q", positional[0]))
+	if code, ok := parseFlagsOnly(fs, args, workerUsageError); !ok {
+		return code
 	}
 	if !nf.given() {
 		return workerUsageError("--nats (or SCRATCHRUN_NATS) is required: the NATS servers of the cluster")
@@ -76,31 +69,14 @@ flags:
 		return workerUsageError("--id: " + err.Error())
 	}
 	offered := splitList(firstNonEmpty(*runtimes, os.Getenv("SCRATCHRUN_WORKER_RUNTIMES")))
-	overrides := engineOverrides{capacity: *capacity}
+	overrides, err := engineFlags.overrides(fs)
+	if err != nil {
+		return workerUsageError(err.Error())
+	}
 	// A worker refuses at once what it has no room for: the front ends
 	// wait (their queue wait), trying other workers meanwhile.
 	noWait := time.Duration(0)
 	overrides.queueWait = &noWait
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "cpu-threshold" {
-			overrides.cpuThreshold = cpuThreshold
-		}
-	})
-	if *capacity < 0 {
-		return workerUsageError("--capacity must not be negative")
-	}
-	if overrides.cpuThreshold != nil && (*cpuThreshold < 0 || *cpuThreshold > 1) {
-		return workerUsageError("--cpu-threshold: want a share of time between 0 and 1, e.g. 0.8 (0: no CPU condition)")
-	}
-	if *memoryBudget != "" {
-		n := int64(0)
-		if *memoryBudget != "0" {
-			if n, err = parseSize(*memoryBudget); err != nil {
-				return workerUsageError("--memory-budget: " + err.Error())
-			}
-		}
-		overrides.memoryBudget = &n
-	}
 	images, err := openStore()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "scratchrun worker: %v\n", err)
