@@ -249,6 +249,8 @@ func (c *attemptCall) take(m *nats.Msg) (res execapi.Result, tryNext string, err
 // process handles the worker's numbered frames, in order.
 func (c *attemptCall) process(m *nats.Msg) (res execapi.Result, tryNext string, err error, done bool) {
 	switch cluster.KindOf(m) {
+	case cluster.KindResult:
+		return c.resultPart(m)
 	case cluster.KindEvents:
 		var evs []cluster.WireEvent
 		if json.Unmarshal(m.Data, &evs) == nil && c.events != nil {
@@ -257,27 +259,6 @@ func (c *attemptCall) process(m *nats.Msg) (res execapi.Result, tryNext string, 
 				ev.Elapsed = time.Since(c.received)
 				c.events(ev)
 			}
-		}
-	case cluster.KindResult:
-		part, parts := cluster.Int(m, cluster.HeaderPart), cluster.Int(m, cluster.HeaderParts)
-		if parts < 1 || part < 0 || part >= parts || c.result != nil && len(c.result) != parts {
-			return execapi.Result{}, "", fmt.Errorf("worker %s sent a malformed result (part %d of %d)", c.w.ID, part, parts), true
-		}
-		if c.result == nil {
-			c.result = make([][]byte, parts)
-		}
-		if c.result[part] == nil {
-			c.result[part], c.resultHave = m.Data, c.resultHave+1
-		}
-		if c.resultHave == parts {
-			var r execapi.Result
-			if err := json.Unmarshal(joinParts(c.result), &r); err != nil {
-				return execapi.Result{}, "", fmt.Errorf("worker %s sent a result that is not the contract's JSON: %w", c.w.ID, err), true
-			}
-			if r.Files == nil {
-				r.Files = map[string]string{}
-			}
-			return r, "", nil, true
 		}
 	case cluster.KindFailed:
 		fail := cluster.DecodeFailure(m.Data)
@@ -290,6 +271,31 @@ func (c *attemptCall) process(m *nats.Msg) (res execapi.Result, tryNext string, 
 			return execapi.Result{}, retryReason(fail), fail.Err(c.w.ID), true
 		}
 		return execapi.Result{}, "", fail.Err(c.w.ID), true
+	}
+	return
+}
+
+// resultPart takes one part of the result; done once it is whole.
+func (c *attemptCall) resultPart(m *nats.Msg) (res execapi.Result, tryNext string, err error, done bool) {
+	part, parts := cluster.Int(m, cluster.HeaderPart), cluster.Int(m, cluster.HeaderParts)
+	if parts < 1 || part < 0 || part >= parts || c.result != nil && len(c.result) != parts {
+		return execapi.Result{}, "", fmt.Errorf("worker %s sent a malformed result (part %d of %d)", c.w.ID, part, parts), true
+	}
+	if c.result == nil {
+		c.result = make([][]byte, parts)
+	}
+	if c.result[part] == nil {
+		c.result[part], c.resultHave = m.Data, c.resultHave+1
+	}
+	if c.resultHave == parts {
+		var r execapi.Result
+		if err := json.Unmarshal(joinParts(c.result), &r); err != nil {
+			return execapi.Result{}, "", fmt.Errorf("worker %s sent a result that is not the contract's JSON: %w", c.w.ID, err), true
+		}
+		if r.Files == nil {
+			r.Files = map[string]string{}
+		}
+		return r, "", nil, true
 	}
 	return
 }

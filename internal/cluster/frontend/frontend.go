@@ -113,6 +113,8 @@ type Frontend struct {
 
 	randMu sync.Mutex
 	rand   *rand.Rand
+
+	line waitLine
 }
 
 var _ execapi.Service = (*Frontend)(nil)

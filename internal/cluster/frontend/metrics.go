@@ -37,6 +37,7 @@ func (f *Frontend) Collectors() []prometheus.Collector {
 		running:  prometheus.NewDesc("scratchrun_cluster_running", "Calls the live workers run now, together.", nil, nil),
 		perFree:  prometheus.NewDesc("scratchrun_worker_free_sandboxes", "Sandboxes a live worker's admission would start now, as it last published.", []string{"worker"}, nil),
 		perRun:   prometheus.NewDesc("scratchrun_worker_running", "Calls a live worker runs, as it last published.", []string{"worker"}, nil),
+		waiting:  prometheus.NewDesc("scratchrun_cluster_waiting", "Calls of this front end waiting for a worker with room.", nil, nil),
 	}}
 }
 
@@ -44,11 +45,12 @@ func (f *Frontend) Collectors() []prometheus.Collector {
 type clusterCollector struct {
 	f                                                 *Frontend
 	workers, capacity, free, running, perFree, perRun *prometheus.Desc
+	waiting                                           *prometheus.Desc
 }
 
 // Describe implements prometheus.Collector.
 func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.workers, c.capacity, c.free, c.running, c.perFree, c.perRun} {
+	for _, d := range []*prometheus.Desc{c.workers, c.capacity, c.free, c.running, c.perFree, c.perRun, c.waiting} {
 		ch <- d
 	}
 }
@@ -67,4 +69,5 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.capacity, prometheus.GaugeValue, float64(free+running))
 	ch <- prometheus.MustNewConstMetric(c.free, prometheus.GaugeValue, float64(free))
 	ch <- prometheus.MustNewConstMetric(c.running, prometheus.GaugeValue, float64(running))
+	ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(c.f.line.len()))
 }

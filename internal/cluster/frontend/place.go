@@ -17,7 +17,7 @@ import (
 // never longer than a few heartbeats' news.
 const (
 	firstBackoff = 20 * time.Millisecond
-	maxBackoff   = 250 * time.Millisecond
+	maxBackoff   = 100 * time.Millisecond
 	// noWorkersRetry is the Retry-After of a call no live worker could take.
 	noWorkersRetry = 2 * time.Second
 )
@@ -43,6 +43,16 @@ func (f *Frontend) Exec(ctx context.Context, req execapi.Request, events execapi
 	var refusals []*execapi.Refusal
 	tried := map[string]bool{}
 	backoff := firstBackoff
+	// ticket is the call's place in the line of calls waiting for room
+	// (0: it never waited); see waitLine.
+	var ticket uint64
+	defer func() { f.line.leave(ticket) }()
+	if f.line.busy() && f.cfg.QueueWait >= 0 {
+		ticket = f.line.join(0)
+		if err := sleepCtx(ctx, min(firstBackoff, time.Until(deadline))); err != nil {
+			return execapi.Result{}, err
+		}
+	}
 	for {
 		live := f.Workers()
 		all := candidates(live, req.Runtime, egress, nil)
@@ -53,20 +63,24 @@ func (f *Frontend) Exec(ctx context.Context, req execapi.Request, events execapi
 		if len(avail) == 0 {
 			// Every worker that could take it said no (or was gone): wait a
 			// little for room, as a server's queue would, then refuse.
-			wait := min(backoff, time.Until(deadline))
+			ticket = f.line.join(ticket)
+			step := backoff
+			if f.line.first(ticket) {
+				step = firstBackoff // the oldest waiter tries most often
+			}
+			wait := min(step, time.Until(deadline))
 			if f.cfg.QueueWait < 0 || wait <= 0 {
 				return execapi.Result{}, f.refusal(refusals)
 			}
-			select {
-			case <-ctx.Done():
-				return execapi.Result{}, ctx.Err()
-			case <-time.After(wait):
+			if err := sleepCtx(ctx, wait); err != nil {
+				return execapi.Result{}, err
 			}
 			backoff = min(2*backoff, maxBackoff)
 			clear(tried)
 			continue
 		}
 		w := f.pick(avail)
+		f.line.leave(ticket) // trying: back in its place if refused
 		res, tryNext, err := f.attempt(ctx, w, req, parts, events, received)
 		if tryNext == "" {
 			return res, err
@@ -153,4 +167,16 @@ func (f *Frontend) pick(ws []cluster.Registration) cluster.Registration {
 		}
 	}
 	return ws[best]
+}
+
+// sleepCtx waits for d, or less when ctx ends first (its error).
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
