@@ -350,3 +350,18 @@ func (c *testCluster) stopAll(t *testing.T) {
 		}
 	}
 }
+
+// postAtOnce sends n calls of body at once, alternating front ends;
+// wait returns once every one is answered, into answers (in order).
+func (c *testCluster) postAtOnce(key, body string, n int) (answers []answer, wait func()) {
+	answers = make([]answer, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			answers[i] = post(c.fronts[i%2].url, key, body)
+		}()
+	}
+	return answers, wg.Wait
+}

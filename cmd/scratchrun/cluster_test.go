@@ -195,16 +195,8 @@ func clusterRuntimes(t *testing.T, c *testCluster, key string) {
 // a 200 or a 429 with Retry-After, none lost or hung.
 func clusterBurst(t *testing.T, c *testCluster, key string) {
 	const n = 4 * 3 * workerCapacity
-	answers := make([]answer, n)
-	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			answers[i] = post(c.fronts[i%2].url, key, `{"runtime": "bash", "code": "sleep 1.5; echo done"}`)
-		}()
-	}
-	wg.Wait()
+	answers, wait := c.postAtOnce(key, `{"runtime": "bash", "code": "sleep 1.5; echo done"}`, n)
+	wait()
 	counts := map[int]int{}
 	for _, a := range answers {
 		counts[a.status]++
@@ -313,15 +305,7 @@ func clusterKeyLimits(t *testing.T, c *testCluster) {
 func clusterKilledWorker(t *testing.T, c *testCluster, k store.Key, key string) {
 	since := time.Now()
 	const long = 4
-	answers := make([]answer, long)
-	var wg sync.WaitGroup
-	for i := 0; i < long; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			answers[i] = post(c.fronts[i%2].url, key, `{"runtime": "bash", "code": "sleep 5; echo done", "limits": {"timeout_ms": 15000}}`)
-		}()
-	}
+	answers, wait := c.postAtOnce(key, `{"runtime": "bash", "code": "sleep 5; echo done", "limits": {"timeout_ms": 15000}}`, long)
 	// Wait until the four run, and take the worker with the most of them.
 	var victim int
 	deadline := time.Now().Add(30 * time.Second)
@@ -363,7 +347,7 @@ func clusterKilledWorker(t *testing.T, c *testCluster, k store.Key, key string) 
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	wg.Wait()
+	wait()
 	lost, ok := 0, 0
 	var slowest time.Duration
 	for _, a := range answers {
@@ -458,15 +442,7 @@ func clusterKilledNATSNode(t *testing.T, c *testCluster, key string) {
 // nothing left.
 func clusterDrainedWorker(t *testing.T, c *testCluster, k store.Key, key string) {
 	const long = 4
-	answers := make([]answer, long)
-	var wg sync.WaitGroup
-	for i := 0; i < long; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			answers[i] = post(c.fronts[i%2].url, key, `{"runtime": "bash", "code": "sleep 3; echo done"}`)
-		}()
-	}
+	answers, wait := c.postAtOnce(key, `{"runtime": "bash", "code": "sleep 3; echo done"}`, long)
 	var leaving *workerProcess
 	deadline := time.Now().Add(30 * time.Second)
 	for leaving == nil {
@@ -489,7 +465,7 @@ func clusterDrainedWorker(t *testing.T, c *testCluster, k store.Key, key string)
 			t.Errorf("a call during the drain: %d %s", a.status, a.body)
 		}
 	}
-	wg.Wait()
+	wait()
 	for _, a := range answers {
 		if a.status != http.StatusOK || !strings.Contains(a.body, `"stdout":"done\n"`) {
 			t.Errorf("a long call across the drain: %d %s", a.status, a.body)
