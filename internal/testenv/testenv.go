@@ -85,6 +85,7 @@ func (e *Env) Main(m *testing.M) { os.Exit(e.Run(m)) }
 // as the test binary when no scratchrun-init is installed next to it).
 func (e *Env) Run(m *testing.M) int {
 	goinit.RunIfRequested()
+	e.sweepDeadRuns()
 	for _, l := range e.levels {
 		l.before = leakcheck.Take(l.Leak)
 	}
