@@ -22,11 +22,9 @@ import (
 // running beside this one keep theirs. It says on stderr what it removed.
 func (e *Env) sweepDeadRuns() {
 	prefix := "scratchrun-" + e.suite + "-"
-	var found []string
-	for _, pattern := range []string{"/sys/fs/cgroup/*/" + prefix + "*", "/sys/fs/cgroup/" + prefix + "*", "/run/" + prefix + "*"} {
-		dirs, _ := filepath.Glob(pattern)
-		found = append(found, dirs...)
-	}
+	found := cgroups.HierarchyDirs(prefix + "*")
+	state, _ := filepath.Glob("/run/" + prefix + "*")
+	found = append(found, state...)
 	swept := map[string]bool{}
 	for _, dir := range found {
 		name := filepath.Base(dir)
@@ -78,27 +76,13 @@ func sweepRun(name string) error {
 	if err != nil {
 		return err
 	}
-	groups := map[string]bool{}
-	for _, dir := range m.Leftovers() {
-		groups[filepath.Base(dir)] = true
-	}
-	for g := range groups {
-		if _, err := m.SweepOne(g); err != nil {
-			return err
-		}
+	if _, err := m.Sweep(nil); err != nil {
+		return err
 	}
 	if err := m.RemoveParent(); err != nil {
 		return err
 	}
-	// Hierarchies the manager does not use (v1's named systemd one) hold
-	// empty directories of the same name.
-	rest, _ := filepath.Glob("/sys/fs/cgroup/*/" + name)
-	for _, dir := range rest {
-		if err := os.Remove(dir); err != nil && !os.IsNotExist(err) {
-			return err
-		}
-	}
-	return nil
+	return removeCgroupDirs(name)
 }
 
 // mountsBelow lists the mount points at or below dir.

@@ -27,6 +27,7 @@ import (
 	"github.com/scratchrun/scratchrun/internal/images"
 	"github.com/scratchrun/scratchrun/internal/leakcheck"
 	"github.com/scratchrun/scratchrun/internal/sandbox"
+	"github.com/scratchrun/scratchrun/internal/sandbox/cgroups"
 	"github.com/scratchrun/scratchrun/internal/sandbox/goinit"
 )
 
@@ -218,17 +219,7 @@ func (l *Level) close() error {
 		}
 		return l.real.Close()
 	}
-	var errs []error
-	parents, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", l.CgroupParent))
-	if more, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", l.CgroupParent)); len(more) > 0 {
-		parents = append(parents, more...)
-	}
-	for _, p := range parents {
-		if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
-			errs = append(errs, fmt.Errorf("remove cgroup parent: %w", err))
-		}
-	}
-	return errors.Join(errs...)
+	return removeCgroupDirs(l.CgroupParent)
 }
 
 // Shared is a level's backend as the binary's tests share it: it counts the
@@ -272,4 +263,17 @@ func (s *Shared) MemoryInUse() int64 {
 		return mb.MemoryInUse()
 	}
 	return 0
+}
+
+// removeCgroupDirs removes the empty directories named name on every
+// cgroup hierarchy (those the Manager uses and those it does not, such as
+// v1's named systemd one); one that cannot be removed is an error.
+func removeCgroupDirs(name string) error {
+	var errs []error
+	for _, dir := range cgroups.HierarchyDirs(name) {
+		if err := os.Remove(dir); err != nil && !os.IsNotExist(err) {
+			errs = append(errs, fmt.Errorf("remove cgroup parent: %w", err))
+		}
+	}
+	return errors.Join(errs...)
 }

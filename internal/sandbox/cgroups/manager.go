@@ -274,6 +274,52 @@ func (m *Manager) SweepOne(id string) (int, error) {
 	return 1, nil
 }
 
+// Sweep kills and removes, as SweepOne, every group below the parent
+// that keep does not claim (a nil keep claims none), and counts them.
+// Groups stand under each controller's parent on cgroup v1: each name is
+// swept once. It goes on past a group it cannot remove, and returns every
+// error.
+func (m *Manager) Sweep(keep func(id string) bool) (int, error) {
+	names := map[string]bool{}
+	for _, dir := range m.Leftovers() {
+		names[filepath.Base(dir)] = true
+	}
+	removed := 0
+	var errs []error
+	for name := range names {
+		if keep != nil && keep(name) {
+			continue
+		}
+		n, err := m.SweepOne(name)
+		removed += n
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return removed, errors.Join(errs...)
+}
+
+// HierarchyDirs lists the directory rel (a path below a hierarchy's
+// root) on every mounted hierarchy where it exists: on cgroup v1 runsc
+// adds controllers of its own (cpuacct, freezer, devices, ...) and the
+// named systemd hierarchy has its own directories, beside the ones a
+// Manager uses.
+func HierarchyDirs(rel string) []string {
+	var out []string
+	for _, pattern := range []string{filepath.Join(hierarchyRoot, "*", rel), filepath.Join(hierarchyRoot, rel)} {
+		matches, _ := filepath.Glob(pattern)
+		for _, m := range matches {
+			if fi, err := os.Stat(m); err == nil && fi.IsDir() {
+				out = append(out, m)
+			}
+		}
+	}
+	return out
+}
+
+// hierarchyRoot is where the cgroup hierarchies are mounted.
+const hierarchyRoot = "/sys/fs/cgroup"
+
 // RemoveParent removes the parent directories that hold no group. A parent
 // that still holds groups (another engine's) stays, at once and without
 // error; so does one another engine is creating a group in. Only a parent

@@ -194,7 +194,7 @@ func (b *Backend) Close() error {
 	errs = append(errs, b.cgroups.RemoveParent())
 	// runsc creates the controllers ScratchRun does not manage (cpuacct,
 	// freezer, ...) below the same parent.
-	for _, dir := range parentDirs(b.opts.CgroupParent) {
+	for _, dir := range cgroups.HierarchyDirs(b.opts.CgroupParent) {
 		if err := os.Remove(dir); err != nil && !os.IsNotExist(err) &&
 			!errors.Is(err, unix.EBUSY) && !errors.Is(err, unix.ENOTEMPTY) {
 			errs = append(errs, err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/scratchrun/scratchrun/internal/leakcheck"
 	"github.com/scratchrun/scratchrun/internal/sandbox"
+	"github.com/scratchrun/scratchrun/internal/sandbox/cgroups"
 	"github.com/scratchrun/scratchrun/internal/testenv"
 )
 
@@ -65,7 +66,7 @@ func TestNewNamesMissingRunsc(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "gVisor cannot run here") {
 		t.Fatalf("New with a runsc that is not one: %v", err)
 	}
-	if left := parentDirs(parent); len(left) > 0 {
+	if left := cgroups.HierarchyDirs(parent); len(left) > 0 {
 		t.Errorf("a failed New left cgroup directories: %v", left)
 	}
 }
@@ -380,7 +381,7 @@ func runscProcesses() []string {
 // cover).
 func groupLeftovers() []string {
 	var out []string
-	for _, p := range parentDirs(testCgroupParent) {
+	for _, p := range cgroups.HierarchyDirs(testCgroupParent) {
 		entries, _ := os.ReadDir(p)
 		for _, e := range entries {
 			if e.IsDir() {

@@ -9,29 +9,10 @@ import (
 	"github.com/scratchrun/scratchrun/internal/sandbox/hostside"
 )
 
-// cgroupRoot is where cgroup hierarchies are mounted.
-const cgroupRoot = "/sys/fs/cgroup"
-
-// parentDirs lists the parent directory on every mounted hierarchy: on
-// cgroup v1 runsc adds its own controllers (cpuacct, freezer, devices, ...)
-// next to the memory, pids and cpu groups ScratchRun creates.
-func parentDirs(parent string) []string {
-	var out []string
-	for _, pattern := range []string{filepath.Join(cgroupRoot, "*", parent), filepath.Join(cgroupRoot, parent)} {
-		matches, _ := filepath.Glob(pattern)
-		for _, m := range matches {
-			if fi, err := os.Stat(m); err == nil && fi.IsDir() {
-				out = append(out, m)
-			}
-		}
-	}
-	return out
-}
-
 // groupDirs lists sandbox id's directories on every hierarchy.
 func groupDirs(parent, id string) []string {
 	var out []string
-	for _, p := range parentDirs(parent) {
+	for _, p := range cgroups.HierarchyDirs(parent) {
 		dir := filepath.Join(p, id)
 		if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
 			out = append(out, dir)
@@ -64,7 +45,7 @@ func (b *Backend) sweep() (int, error) {
 			ids[id] = true
 		}
 	}
-	for _, p := range parentDirs(b.opts.CgroupParent) {
+	for _, p := range cgroups.HierarchyDirs(b.opts.CgroupParent) {
 		entries, _ := os.ReadDir(p)
 		for _, e := range entries {
 			if e.IsDir() {

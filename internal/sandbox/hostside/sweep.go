@@ -1,9 +1,7 @@
 package hostside
 
 import (
-	"errors"
 	"log/slog"
-	"path/filepath"
 
 	"github.com/scratchrun/scratchrun/internal/sandbox/cgroups"
 )
@@ -16,24 +14,7 @@ func SweepDeadEngines(m *cgroups.Manager) (int, error) {
 	if m == nil {
 		return 0, nil
 	}
-	// On cgroup v1 a sandbox's group stands under each controller's parent.
-	names := map[string]bool{}
-	for _, dir := range m.Leftovers() {
-		names[filepath.Base(dir)] = true
-	}
-	removed := 0
-	var errs []error
-	for name := range names {
-		if EngineAlive(name) {
-			continue
-		}
-		n, err := m.SweepOne(name)
-		removed += n
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return removed, errors.Join(errs...)
+	return m.Sweep(EngineAlive)
 }
 
 // LogSweep says what a backend's sweep at start did: what names the
