@@ -110,11 +110,11 @@ func (c *Conn) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, error
 	// return budget allows.
 	var res initproto.ResultMessage
 	decodeErr := c.decode(ctx, 2*job.MaxReturnBytes+maxStatusOverhead, job.Timeout+c.timeouts.Grace, &res)
-	if ctx.Err() != nil {
-		c.host.Settle()
-		return sandbox.Outcome{}, ctx.Err()
-	}
+	cancelled := ctx.Err()
 	c.host.Settle()
+	if cancelled != nil {
+		return sandbox.Outcome{}, cancelled
+	}
 	waitDrained(drained, c.timeouts.Drain)
 	out := sandbox.Outcome{Files: res.Files, Notes: res.Notes, Duration: res.Duration}
 	c.host.Measure(&out, res)
@@ -127,12 +127,7 @@ func (c *Conn) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, error
 
 // Close closes the engine's ends of the pipes (and the init's, if still
 // open). It may be called more than once.
-func (c *Conn) Close() error {
-	c.CloseChildEnds()
-	err := CloseAll(c.Control, c.Status, c.Stdout, c.Stderr)
-	c.Control, c.Status, c.Stdout, c.Stderr = nil, nil, nil, nil
-	return err
-}
+func (c *Conn) Close() error { return c.Pipes.close() }
 
 // errNotStarted is init's refusal to start the program (a missing
 // command, an input file it could not write): the call's error, not an

@@ -25,9 +25,22 @@ func InstanceName(pid int) (string, error) {
 // ("e<pid>_<start>_<seq>") still runs. Names that are not of that shape count
 // as alive, so that nothing not ours is ever touched.
 func EngineAlive(id string) bool {
+	i := strings.LastIndexByte(id, '_')
+	if i < 0 {
+		return true
+	}
+	if _, err := strconv.ParseUint(id[i+1:], 10, 64); err != nil {
+		return true
+	}
+	return InstanceAlive(id[:i])
+}
+
+// InstanceAlive reports whether the engine named instance (InstanceName's
+// "e<pid>_<start>") still runs; other shapes count as alive.
+func InstanceAlive(instance string) bool {
 	var pid int
-	var start, seq uint64
-	if n, err := fmt.Sscanf(id, "e%d_%d_%d", &pid, &start, &seq); err != nil || n != 3 {
+	var start uint64
+	if n, err := fmt.Sscanf(instance, "e%d_%d", &pid, &start); err != nil || n != 2 {
 		return true
 	}
 	got, err := processStartTime(pid)

@@ -50,10 +50,11 @@ func (p *Pipes) CloseChildEnds() {
 }
 
 // close closes every end still open.
-func (p *Pipes) close() {
+func (p *Pipes) close() error {
 	p.CloseChildEnds()
-	_ = CloseAll(p.Control, p.Status, p.Stdout, p.Stderr)
+	err := CloseAll(p.Control, p.Status, p.Stdout, p.Stderr)
 	p.Control, p.Status, p.Stdout, p.Stderr = nil, nil, nil, nil
+	return err
 }
 
 // CloseAll closes every non-nil file, ignoring ones already closed.

@@ -120,7 +120,7 @@ func sweepSnapshots(dir string) {
 	for _, f := range files {
 		name := filepath.Base(f)
 		instance, _, ok := strings.Cut(name, "-")
-		if ok && !hostside.EngineAlive(instance+"_0") {
+		if ok && !hostside.InstanceAlive(instance) {
 			os.Remove(f)
 		}
 	}
