@@ -17,7 +17,10 @@ func TestInstanceNameAndAliveness(t *testing.T) {
 	if EngineAlive(strings.Replace(name, "_", "_9", 1) + "_1") {
 		t.Errorf("an engine with another start time reported alive")
 	}
-	if !EngineAlive("not-ours") {
+	if !EngineAlive("not-ours") || !EngineAlive("e1_2_x") {
 		t.Errorf("a foreign name must count as alive (never touched)")
+	}
+	if !InstanceAlive(name) || InstanceAlive(strings.Replace(name, "_", "_9", 1)) || !InstanceAlive("not-ours") {
+		t.Errorf("InstanceAlive disagrees with EngineAlive on %s", name)
 	}
 }
