@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -243,14 +242,9 @@ func measure(ctx context.Context, o Options, once func() error) (Stats, error) {
 	if err := ctx.Err(); err != nil {
 		return Stats{}, err
 	}
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	pct := func(p float64) float64 {
-		i := int(p*float64(len(lat))+0.5) - 1
-		i = max(0, min(i, len(lat)-1))
-		return float64(lat[i].Microseconds()) / 1000
-	}
-	return Stats{P50: pct(0.50), P95: pct(0.95), P99: pct(0.99), Throughput: float64(o.N) / wall.Seconds(),
-		CPUPerRun: float64(cpu.Microseconds()) / 1000 / float64(o.N)}, nil
+	s := percentiles(lat)
+	s.Throughput, s.CPUPerRun = float64(o.N)/wall.Seconds(), float64(cpu.Microseconds())/1000/float64(o.N)
+	return s, nil
 }
 
 // cpuTime is the machine's busy CPU time so far: user, nice, system, irq,

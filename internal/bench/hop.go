@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -78,17 +77,9 @@ func Hop(ctx context.Context, local, cluster execapi.Executor, w Workload, o Opt
 	return r, nil
 }
 
-// percentiles are the latencies' p50, p95 and p99, in ms (nearest rank).
+// percentiles are the latencies' p50, p95 and p99, in ms (nearest rank,
+// as percentile has them: one definition for every report); it sorts lat,
+// which must not be empty.
 func percentiles(lat []time.Duration) Stats {
-	sorted := append([]time.Duration(nil), lat...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
-	pct := func(p float64) float64 {
-		if len(sorted) == 0 {
-			return 0
-		}
-		i := int(p*float64(len(sorted))+0.5) - 1
-		i = max(0, min(i, len(sorted)-1))
-		return float64(sorted[i].Microseconds()) / 1000
-	}
-	return Stats{P50: pct(0.50), P95: pct(0.95), P99: pct(0.99)}
+	return Stats{P50: percentile(lat, 0.50), P95: percentile(lat, 0.95), P99: percentile(lat, 0.99)}
 }

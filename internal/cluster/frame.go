@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -161,16 +160,18 @@ func Split(data []byte, size int) [][]byte {
 	return append(parts, data)
 }
 
-// WireEvent is an execapi.Event in a KindEvents frame.
+// WireEvent is an execapi.Event in a KindEvents frame. It carries no
+// elapsed time: the front end times each event from when it received the
+// call, which is what its caller waited.
 type WireEvent struct {
-	Kind      execapi.EventKind `json:"kind"`
-	Data      []byte            `json:"data,omitempty"`
-	ElapsedMS int64             `json:"elapsed_ms"`
+	Kind execapi.EventKind `json:"kind"`
+	Data []byte            `json:"data,omitempty"`
 }
 
-// Event is the execapi.Event w carries.
+// Event is the execapi.Event w carries, its Elapsed left for the receiver
+// to set.
 func (w WireEvent) Event() execapi.Event {
-	return execapi.Event{Kind: w.Kind, Data: w.Data, Elapsed: time.Duration(w.ElapsedMS) * time.Millisecond}
+	return execapi.Event{Kind: w.Kind, Data: w.Data}
 }
 
 // Failure is why a call produced no result, as a worker reports it: a

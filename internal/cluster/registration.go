@@ -48,10 +48,6 @@ type Registration struct {
 	Heartbeat time.Time `json:"heartbeat"`
 }
 
-// Total is the sandboxes it could have going now: those running and those
-// it would still admit.
-func (r Registration) Total() int { return r.Running + r.Free }
-
 // Offers reports whether the worker runs runtime, by name or by alias.
 func (r Registration) Offers(runtime string) bool {
 	if _, ok := r.Aliases[runtime]; ok {

@@ -140,6 +140,28 @@ func (p Policy) Validate(req Request) (Checked, error) {
 	return c, nil
 }
 
+// WithDefaults returns req with what it leaves to the operator (timeout,
+// memory, network) filled in from p, as Validate fills them; nothing is
+// checked. A front end that forwards requests sends them filled, so that
+// every worker runs them alike whatever its own defaults, and placement
+// knows the network.
+func (p Policy) WithDefaults(req Request) Request {
+	// The helpers' zero cases are the one source of the defaults, and
+	// they never fail.
+	if req.Limits.TimeoutMS == 0 {
+		d, _ := p.timeout(0)
+		req.Limits.TimeoutMS = int(d.Milliseconds())
+	}
+	if req.Limits.MemoryMB == 0 {
+		req.Limits.MemoryMB, _ = p.memory(0)
+	}
+	if req.Network == "" {
+		req.Network, _ = p.network("")
+	}
+	return req
+}
+
+// timeout is the run's timeout for a request's timeout_ms (0: the default).
 func (p Policy) timeout(ms int) (time.Duration, error) {
 	if ms == 0 {
 		return p.DefaultTimeout, nil
@@ -152,6 +174,7 @@ func (p Policy) timeout(ms int) (time.Duration, error) {
 	return time.Duration(ms) * time.Millisecond, nil
 }
 
+// memory is the run's memory limit for a request's memory_mb (0: the default).
 func (p Policy) memory(mb int) (int, error) {
 	if mb == 0 {
 		return p.DefaultMemoryMB, nil
@@ -248,6 +271,7 @@ func (p Policy) returnFiles(paths []string) ([]string, error) {
 	return out, nil
 }
 
+// network is the run's network mode for a request's network ("": the default).
 func (p Policy) network(mode string) (string, error) {
 	switch mode {
 	case "":

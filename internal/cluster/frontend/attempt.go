@@ -1,6 +1,7 @@
 package frontend
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -133,14 +134,19 @@ func (c *attemptCall) awaitReady(ctx context.Context) (tryNext string, err error
 				c.instance = m.Header.Get(cluster.HeaderInstance)
 				return "", nil
 			case cluster.KindOf(m) == cluster.KindRefused:
-				fail := cluster.DecodeFailure(m.Data)
-				if fail.Retryable() {
-					return retryReason(fail), fail.Err(c.w.ID)
-				}
-				return "", fail.Err(c.w.ID)
+				return c.failed(cluster.DecodeFailure(m.Data))
 			}
 		}
 	}
+}
+
+// failed is how a worker's failure ends the attempt: with its error, and
+// tryNext set when nothing ran and another worker may take the call.
+func (c *attemptCall) failed(fail cluster.Failure) (tryNext string, err error) {
+	if fail.Retryable() {
+		return retryReason(fail), fail.Err(c.w.ID)
+	}
+	return "", fail.Err(c.w.ID)
 }
 
 // retryReason labels a retry after a failure that may go elsewhere.
@@ -262,15 +268,13 @@ func (c *attemptCall) process(m *nats.Msg) (res execapi.Result, tryNext string, 
 		}
 	case cluster.KindFailed:
 		fail := cluster.DecodeFailure(m.Data)
-		if fail.Retryable() {
-			// Its engine refused after all (admission): nothing ran, and
-			// until its next heartbeat it counts as full.
-			if fail.Refusal != nil && slices.Contains(execapi.AdmissionRefusals, fail.Refusal.Reason) {
-				c.f.reg.free(c.w.ID, 0)
-			}
-			return execapi.Result{}, retryReason(fail), fail.Err(c.w.ID), true
+		// Its engine refused after all (admission): nothing ran, and
+		// until its next heartbeat it counts as full.
+		if fail.Refusal != nil && slices.Contains(execapi.AdmissionRefusals, fail.Refusal.Reason) {
+			c.f.reg.markFull(c.w.ID)
 		}
-		return execapi.Result{}, "", fail.Err(c.w.ID), true
+		tryNext, err := c.failed(fail)
+		return execapi.Result{}, tryNext, err, true
 	}
 	return
 }
@@ -289,7 +293,7 @@ func (c *attemptCall) resultPart(m *nats.Msg) (res execapi.Result, tryNext strin
 	}
 	if c.resultHave == parts {
 		var r execapi.Result
-		if err := json.Unmarshal(joinParts(c.result), &r); err != nil {
+		if err := json.Unmarshal(bytes.Join(c.result, nil), &r); err != nil {
 			return execapi.Result{}, "", fmt.Errorf("worker %s sent a result that is not the contract's JSON: %w", c.w.ID, err), true
 		}
 		if r.Files == nil {
@@ -307,18 +311,6 @@ func (c *attemptCall) lost(why string) (execapi.Result, string, error) {
 	c.f.m.lost.Inc()
 	c.f.log.Warn("a call was lost with its worker", "worker", c.w.ID, "why", why)
 	return execapi.Result{}, "", &execapi.WorkerLostError{Worker: c.w.ID, Why: why}
-}
-
-func joinParts(parts [][]byte) []byte {
-	n := 0
-	for _, p := range parts {
-		n += len(p)
-	}
-	out := make([]byte, 0, n)
-	for _, p := range parts {
-		out = append(out, p...)
-	}
-	return out
 }
 
 func parseList(s string) []int {

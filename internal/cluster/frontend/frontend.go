@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -269,6 +270,15 @@ func (f *Frontend) Close() {
 
 // Workers lists the workers live now (those of Config.Only, when set), by id.
 func (f *Frontend) Workers() []cluster.Registration {
+	live := f.live()
+	slices.SortFunc(live, func(a, b cluster.Registration) int { return strings.Compare(a.ID, b.ID) })
+	return live
+}
+
+// live is Workers in no particular order: placement samples them at
+// random and Ready only counts them, so neither pays for a sort on a
+// call's path.
+func (f *Frontend) live() []cluster.Registration {
 	live := f.reg.live(time.Now())
 	if len(f.cfg.Only) > 0 {
 		live = slices.DeleteFunc(live, func(w cluster.Registration) bool { return !slices.Contains(f.cfg.Only, w.ID) })
@@ -278,7 +288,7 @@ func (f *Frontend) Workers() []cluster.Registration {
 
 // Ready reports whether a worker is live to take calls.
 func (f *Frontend) Ready(context.Context) error {
-	if len(f.Workers()) == 0 {
+	if len(f.live()) == 0 {
 		return fmt.Errorf("no worker is live: none has heartbeated to the registry in the last %s", f.t.LiveWindow)
 	}
 	return nil
@@ -295,12 +305,10 @@ func (f *Frontend) Policy() execapi.Policy { return f.cfg.Policy }
 // worker's isolation runs under it.
 func (f *Frontend) Describe(context.Context) (execapi.Info, error) {
 	p := f.cfg.Policy
-	info := execapi.Info{
-		NetworkDefault: p.NetworkDefault, DefaultTimeoutMS: int(p.DefaultTimeout.Milliseconds()),
-		MinTimeoutMS: int(p.MinTimeout.Milliseconds()), MaxTimeoutMS: int(p.MaxTimeout.Milliseconds()),
-		DefaultMemoryMB: p.DefaultMemoryMB, MinMemoryMB: p.MinMemoryMB, MaxMemoryMB: p.MaxMemoryMB,
-		UnenforcedLimits: []string{}, Runtimes: []execapi.RuntimeInfo{},
-	}
+	info := p.Info()
+	// Empty, not null, in the JSON when no worker is live.
+	info.UnenforcedLimits, info.Runtimes = []string{}, []execapi.RuntimeInfo{}
+	anyEgress := false
 	seen := map[string]bool{}
 	isolations := map[string]bool{}
 	unenforced := map[string]bool{}
@@ -313,7 +321,7 @@ func (f *Frontend) Describe(context.Context) (execapi.Info, error) {
 		}
 		isolations[w.Isolation] = true
 		info.SoftwareEmulation = info.SoftwareEmulation || w.SoftwareEmulation
-		info.EgressAllowed = info.EgressAllowed || w.EgressAllowed && p.AllowEgress
+		anyEgress = anyEgress || w.EgressAllowed
 		for _, l := range w.UnenforcedLimits {
 			unenforced[l] = true
 		}
@@ -324,17 +332,11 @@ func (f *Frontend) Describe(context.Context) (execapi.Info, error) {
 			info.MaxReturnBytes = w.MaxReturnBytes
 		}
 	}
+	// A call asking for egress is placed only on a worker that allows it,
+	// and the front end's own policy must allow it first.
+	info.EgressAllowed = p.AllowEgress && anyEgress
 	sort.Slice(info.Runtimes, func(i, j int) bool { return info.Runtimes[i].Name < info.Runtimes[j].Name })
-	info.Isolation = strings.Join(sortedKeys(isolations), ", ")
-	info.UnenforcedLimits = append(info.UnenforcedLimits, sortedKeys(unenforced)...)
+	info.Isolation = strings.Join(slices.Sorted(maps.Keys(isolations)), ", ")
+	info.UnenforcedLimits = append(info.UnenforcedLimits, slices.Sorted(maps.Keys(unenforced))...)
 	return info, nil
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -46,13 +46,6 @@ func (l *waitLine) leave(ticket uint64) {
 	}
 }
 
-// busy says whether some call waits.
-func (l *waitLine) busy() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.waiting) > 0
-}
-
 // first says whether ticket is the oldest in line.
 func (l *waitLine) first(ticket uint64) bool {
 	l.mu.Lock()

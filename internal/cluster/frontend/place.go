@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -32,7 +33,7 @@ const (
 // *execapi.WorkerLostError: the call is never sent to another.
 func (f *Frontend) Exec(ctx context.Context, req execapi.Request, events execapi.EventSink) (execapi.Result, error) {
 	received := time.Now()
-	req = f.withDefaults(req)
+	req = f.cfg.Policy.WithDefaults(req)
 	body, err := json.Marshal(req)
 	if err != nil {
 		return execapi.Result{}, fmt.Errorf("encode the request: %w", err)
@@ -47,19 +48,21 @@ func (f *Frontend) Exec(ctx context.Context, req execapi.Request, events execapi
 	// (0: it never waited); see waitLine.
 	var ticket uint64
 	defer func() { f.line.leave(ticket) }()
-	if f.line.busy() && f.cfg.QueueWait >= 0 {
+	if f.line.len() > 0 && f.cfg.QueueWait >= 0 {
 		ticket = f.line.join(0)
 		if err := sleepCtx(ctx, min(firstBackoff, time.Until(deadline))); err != nil {
 			return execapi.Result{}, err
 		}
 	}
 	for {
-		live := f.Workers()
-		all := candidates(live, req.Runtime, egress, nil)
-		if len(all) == 0 {
+		live := f.live()
+		avail := candidates(live, req.Runtime, egress)
+		if len(avail) == 0 {
 			return execapi.Result{}, f.noneOffers(live, req.Runtime, egress)
 		}
-		avail := candidates(all, req.Runtime, egress, tried)
+		// avail is this round's own copy: those already tried this round
+		// are taken out of it in place.
+		avail = slices.DeleteFunc(avail, func(w cluster.Registration) bool { return tried[w.ID] })
 		if len(avail) == 0 {
 			// Every worker that could take it said no (or was gone): wait a
 			// little for room, as a server's queue would, then refuse.
@@ -98,29 +101,12 @@ func (f *Frontend) Exec(ctx context.Context, req execapi.Request, events execapi
 	}
 }
 
-// withDefaults fills what the request leaves to the operator from the
-// front end's policy, so that every worker runs it alike and placement
-// knows its network.
-func (f *Frontend) withDefaults(req execapi.Request) execapi.Request {
-	p := f.cfg.Policy
-	if req.Network == "" {
-		req.Network = p.NetworkDefault
-	}
-	if req.Limits.TimeoutMS == 0 {
-		req.Limits.TimeoutMS = int(p.DefaultTimeout.Milliseconds())
-	}
-	if req.Limits.MemoryMB == 0 {
-		req.Limits.MemoryMB = p.DefaultMemoryMB
-	}
-	return req
-}
-
 // noneOffers is why no live worker can take a call at all.
 func (f *Frontend) noneOffers(live []cluster.Registration, runtime string, egress bool) error {
 	if len(live) == 0 {
 		return &execapi.Refusal{Reason: execapi.RefusedNoWorkers, RetryAfter: noWorkersRetry}
 	}
-	if len(candidates(live, runtime, false, nil)) > 0 && egress {
+	if len(candidates(live, runtime, false)) > 0 && egress {
 		return &execapi.ValidationError{Field: "network", Message: `"egress" is not allowed on any live worker; use "none" (sandboxes have no network)`}
 	}
 	names := map[string]bool{}
@@ -130,7 +116,7 @@ func (f *Frontend) noneOffers(live []cluster.Registration, runtime string, egres
 		}
 	}
 	return &execapi.Refusal{Reason: execapi.RefusedUnknownRuntime, Field: "runtime",
-		Detail: fmt.Sprintf("runtime %q is not offered by any live worker; runtimes offered: %s", runtime, strings.Join(sortedKeys(names), ", "))}
+		Detail: fmt.Sprintf("runtime %q is not offered by any live worker; runtimes offered: %s", runtime, strings.Join(slices.Sorted(maps.Keys(names)), ", "))}
 }
 
 // refusal is the answer when every worker refused within the queue wait:

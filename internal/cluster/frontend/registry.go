@@ -2,7 +2,6 @@ package frontend
 
 import (
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
@@ -66,15 +65,14 @@ func (r *registry) heard(id string, now time.Time) {
 	}
 }
 
-// free notes a worker's free sandboxes as it said them answering a call.
-func (r *registry) free(id string, free int) {
-	if free < 0 {
-		return
-	}
+// markFull notes that a worker's engine refused a call for want of room:
+// until its next heartbeat it counts as having no free sandbox (answers
+// to calls carry no admission figures, so nothing better is known).
+func (r *registry) markFull(id string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if k := r.workers[id]; k != nil {
-		k.reg.Free = free
+		k.reg.Free = 0
 	}
 }
 
@@ -87,7 +85,8 @@ func (r *registry) markGone(id string) {
 	}
 }
 
-// live lists the workers taken to be live now, by id.
+// live lists the workers taken to be live now, in no particular order
+// (Frontend.Workers sorts them for those who show them).
 func (r *registry) live(now time.Time) []cluster.Registration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -99,7 +98,6 @@ func (r *registry) live(now time.Time) []cluster.Registration {
 			out = append(out, k.reg)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
 
@@ -111,9 +109,9 @@ func (r *registry) silentFor(now time.Time) time.Duration {
 }
 
 // candidates are the live workers that can run runtime (with egress when
-// asked), leaving out those in skip.
-func candidates(live []cluster.Registration, runtime string, egress bool, skip map[string]bool) []cluster.Registration {
+// asked), in a slice of their own.
+func candidates(live []cluster.Registration, runtime string, egress bool) []cluster.Registration {
 	return slices.DeleteFunc(slices.Clone(live), func(w cluster.Registration) bool {
-		return skip[w.ID] || !w.Offers(runtime) || egress && !w.EgressAllowed
+		return !w.Offers(runtime) || egress && !w.EgressAllowed
 	})
 }

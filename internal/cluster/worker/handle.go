@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -131,12 +133,8 @@ func (w *Worker) checkOfferLocked(runtime, network string) (cluster.Failure, boo
 // notOffered is the refusal of a runtime the operator did not let this
 // worker offer.
 func (w *Worker) notOffered(runtime string) *execapi.Refusal {
-	offered := make([]string, 0, len(w.offered))
-	for rt := range w.offered {
-		offered = append(offered, rt)
-	}
 	return &execapi.Refusal{Reason: execapi.RefusedUnknownRuntime, Field: "runtime",
-		Detail: "runtime " + strconv.Quote(runtime) + " is not offered by worker " + w.cfg.ID + " (it offers " + strings.Join(sorted(offered), ", ") + ")"}
+		Detail: "runtime " + strconv.Quote(runtime) + " is not offered by worker " + w.cfg.ID + " (it offers " + strings.Join(slices.Sorted(maps.Keys(w.offered)), ", ") + ")"}
 }
 
 func (w *Worker) refuseLocked(m *nats.Msg, f cluster.Failure) {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"sort"
 	"time"
 
 	"github.com/scratchrun/scratchrun/internal/cluster"
@@ -90,8 +89,7 @@ func (w *Worker) exec(ctx context.Context, c *call, body []byte) (execapi.Result
 	if err != nil {
 		return execapi.Result{}, err
 	}
-	started := time.Now()
-	sink := func(ev execapi.Event) { w.event(c, ev, started) }
+	sink := func(ev execapi.Event) { w.event(c, ev) }
 	return w.cfg.Engine.ExecChecked(execapi.WithCaller(ctx, c.caller), checked, sink)
 }
 
@@ -99,10 +97,10 @@ func (w *Worker) exec(ctx context.Context, c *call, body []byte) (execapi.Result
 // later (or at once when a frame's worth has gathered): a short run's
 // events go in one frame, or with its result, rather than a message each
 // on the call's path.
-func (w *Worker) event(c *call, ev execapi.Event, started time.Time) {
+func (w *Worker) event(c *call, ev execapi.Event) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	c.batch = append(c.batch, cluster.WireEvent{Kind: ev.Kind, Data: ev.Data, ElapsedMS: time.Since(started).Milliseconds()})
+	c.batch = append(c.batch, cluster.WireEvent{Kind: ev.Kind, Data: ev.Data})
 	c.batchBytes += len(ev.Data)
 	switch {
 	case c.batchBytes >= maxBatchBytes:
@@ -150,9 +148,4 @@ func (w *Worker) sendLocked(c *call, kind cluster.Kind, body []byte, part, parts
 		// Kept: the caller's next beat has it sent again.
 		w.log.Warn("frame not sent", "kind", kind, "err", err)
 	}
-}
-
-func sorted(s []string) []string {
-	sort.Strings(s)
-	return s
 }

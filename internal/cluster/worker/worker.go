@@ -22,7 +22,8 @@ type Engine interface {
 	execapi.CheckedExecutor
 	Describe(ctx context.Context) (execapi.Info, error)
 	// Admission is how its admission stands now: Free is what the
-	// worker publishes as its free sandboxes.
+	// worker publishes as its free sandboxes. It is asked only when
+	// Describe's Info carries no Admission (the real engine's does).
 	Admission() execapi.AdmissionInfo
 }
 
@@ -165,10 +166,6 @@ func Start(cfg Config) (*Worker, error) {
 	return w, nil
 }
 
-// ID is the worker's id; Instance its process's.
-func (w *Worker) ID() string       { return w.cfg.ID }
-func (w *Worker) Instance() string { return w.instance }
-
 // InFlight counts the calls the worker holds: offered, running, or
 // finished with frames not yet acknowledged.
 func (w *Worker) InFlight() int {
@@ -249,7 +246,14 @@ func (w *Worker) registration() (cluster.Registration, error) {
 	if err != nil {
 		return cluster.Registration{}, fmt.Errorf("worker: describe the engine: %w", err)
 	}
-	adm := w.cfg.Engine.Admission()
+	// The engine's Describe already read its admission: asking again
+	// would read the cgroups a second time every beat.
+	var adm execapi.AdmissionInfo
+	if info.Admission != nil {
+		adm = *info.Admission
+	} else {
+		adm = w.cfg.Engine.Admission()
+	}
 	r := cluster.Registration{
 		ID: w.cfg.ID, Instance: w.instance, Version: w.cfg.Version, Isolation: info.Isolation,
 		EgressAllowed: info.EgressAllowed, SoftwareEmulation: info.SoftwareEmulation, UnenforcedLimits: info.UnenforcedLimits,
@@ -269,7 +273,9 @@ func (w *Worker) registration() (cluster.Registration, error) {
 		}
 	}
 	for alias, target := range aliases {
-		if w.offers(target, nil) && slices.ContainsFunc(r.Runtimes, func(rt execapi.RuntimeInfo) bool { return rt.Name == target }) {
+		// r.Runtimes holds only runtimes the worker offers, so an alias
+		// to one of them is offered too.
+		if slices.ContainsFunc(r.Runtimes, func(rt execapi.RuntimeInfo) bool { return rt.Name == target }) {
 			if r.Aliases == nil {
 				r.Aliases = map[string]string{}
 			}
