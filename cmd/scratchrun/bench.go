@@ -43,9 +43,7 @@ func cmdBench(args []string) int {
 		return flagExit(err)
 	}
 	if *clustered {
-		workloadSet := false
-		fs.Visit(func(f *flag.Flag) { workloadSet = workloadSet || f.Name == "workload" })
-		wls, err := clusterWorkloads(*workload, workloadSet)
+		wls, err := clusterWorkloads(*workload, flagGiven(fs, "workload"))
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "scratchrun bench: %v\n", err)
 			return exitUsage

@@ -1,16 +1,15 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,18 +56,9 @@ type testCluster struct {
 
 // workerProcess is one running `scratchrun worker`.
 type workerProcess struct {
+	process
 	id    string
 	level *testenv.Level
-	cmd   *exec.Cmd
-	mu    sync.Mutex
-	logs  strings.Builder
-	exit  chan error
-}
-
-func (w *workerProcess) stderr() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.logs.String()
 }
 
 // startCluster starts everything and waits until both front ends see the
@@ -94,13 +84,15 @@ func startCluster(t *testing.T) *testCluster {
 	for i := range workerLevels {
 		c.workers = append(c.workers, c.startWorker(i))
 	}
+	// Each front end picks its metrics port and says which: a port found
+	// free beforehand could be taken by the time it listens.
+	metricsAt := regexp.MustCompile(`metrics \(no key\) at (http://127\.0\.0\.1:\d+)/metrics`)
 	for i := 0; i < 2; i++ {
-		port := freeLoopbackPort(t)
-		c.metrics = append(c.metrics, fmt.Sprintf("http://127.0.0.1:%d", port))
 		fe := startServeEnv(t, []string{"SCRATCHRUN_NATS_PASSWORD=" + c.secrets["frontend"]},
 			"--nats", strings.Join(c.nats.URLs(), ","), "--nats-ca", c.ca, "--nats-user", "frontend",
-			"--db", c.db, "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", port))
+			"--db", c.db, "--metrics-addr", "127.0.0.1:0")
 		c.fronts = append(c.fronts, fe)
+		c.metrics = append(c.metrics, fe.waitLog(t, metricsAt))
 	}
 	c.waitWorkers(3)
 	return c
@@ -122,69 +114,14 @@ func (c *testCluster) startWorker(i int) *workerProcess {
 	t := c.t
 	t.Helper()
 	level := workerLevels[i]
-	w := &workerProcess{id: level.Name, level: level, exit: make(chan error, 1)}
-	w.cmd = exec.Command(binary, c.workerArgs(i)...)
+	w := &workerProcess{process: process{name: level.Name}, id: level.Name, level: level}
+	cmd := exec.Command(binary, c.workerArgs(i)...)
 	// The warm pool is off: what these tests count is the calls'
 	// sandboxes, and a pool rebuilding beside them only costs CPU.
-	w.cmd.Env = append(os.Environ(), "SCRATCHRUN_STATE_DIR="+level.StateDir, "SCRATCHRUN_CGROUP_PARENT="+level.CgroupParent,
+	cmd.Env = append(os.Environ(), "SCRATCHRUN_STATE_DIR="+level.StateDir, "SCRATCHRUN_CGROUP_PARENT="+level.CgroupParent,
 		"SCRATCHRUN_NATS_PASSWORD="+c.secrets[level.Name], "SCRATCHRUN_POOL_FLOOR=0")
-	pipe, err := w.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	serving := make(chan struct{}, 1)
-	go func() {
-		sc := bufio.NewScanner(pipe)
-		for sc.Scan() {
-			w.mu.Lock()
-			w.logs.WriteString(sc.Text() + "\n")
-			w.mu.Unlock()
-			if strings.Contains(sc.Text(), "serving calls from NATS") {
-				serving <- struct{}{}
-			}
-		}
-		w.exit <- w.cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		if w.cmd.ProcessState == nil {
-			w.cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-w.exit:
-			case <-time.After(60 * time.Second):
-				w.cmd.Process.Kill()
-				t.Errorf("%s did not exit after SIGTERM:\n%s", w.id, w.stderr())
-			}
-		}
-	})
-	select {
-	case <-serving:
-	case err := <-w.exit:
-		t.Fatalf("%s exited before serving (%v):\n%s", w.id, err, w.stderr())
-	case <-time.After(60 * time.Second):
-		t.Fatalf("%s did not start serving:\n%s", w.id, w.stderr())
-	}
+	w.start(t, cmd, regexp.MustCompile(`serving calls from NATS`), "serving")
 	return w
-}
-
-// wait returns the worker's exit status (bounded to catch hangs).
-func (w *workerProcess) wait(t *testing.T) int {
-	t.Helper()
-	select {
-	case err := <-w.exit:
-		if ee, ok := err.(*exec.ExitError); ok {
-			return ee.ExitCode()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return 0
-	case <-time.After(90 * time.Second):
-		t.Fatalf("%s did not exit:\n%s", w.id, w.stderr())
-		return -1
-	}
 }
 
 // sandboxes counts the sandboxes a worker has now: the groups under its
@@ -297,15 +234,6 @@ func randomSecret(t *testing.T) string {
 	return fmt.Sprintf("%x", b)
 }
 
-func freeLoopbackPort(t *testing.T) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // sandboxGroupsLeft waits until a worker's cgroup parent holds no
 // sandbox's group (in any hierarchy) and returns those still there after
 // 10 s: what its sandboxes left.
@@ -334,7 +262,7 @@ func (c *testCluster) stopAll(t *testing.T) {
 	t.Helper()
 	defer c.keys.Close()
 	for _, f := range c.fronts {
-		if f.cmd.ProcessState == nil {
+		if !f.exited() {
 			f.cmd.Process.Signal(syscall.SIGTERM)
 			if code := f.wait(t); code != 0 {
 				t.Errorf("a front end exited %d:\n%s", code, f.stderr())
@@ -342,7 +270,7 @@ func (c *testCluster) stopAll(t *testing.T) {
 		}
 	}
 	for _, w := range c.workers {
-		if w.cmd.ProcessState == nil {
+		if !w.exited() {
 			w.cmd.Process.Signal(syscall.SIGTERM)
 			if code := w.wait(t); code != 0 {
 				t.Errorf("%s exited %d:\n%s", w.id, code, w.stderr())

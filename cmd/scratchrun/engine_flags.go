@@ -17,12 +17,20 @@ type engineFlags struct {
 	cpuThreshold *float64
 }
 
+// The names of the flags addEngineFlags defines, which serve's
+// engineOnlyFlags lists too: one spelling, so the two cannot drift apart.
+const (
+	capacityFlag     = "capacity"
+	memoryBudgetFlag = "memory-budget"
+	cpuThresholdFlag = "cpu-threshold"
+)
+
 // addEngineFlags defines --capacity, --memory-budget and --cpu-threshold.
 func addEngineFlags(fs *flag.FlagSet) engineFlags {
 	return engineFlags{
-		capacity:     fs.Int("capacity", 0, fmt.Sprintf("at most this many sandboxes at once, whatever the machine has room for (env SCRATCHRUN_MAX_CONCURRENT; default %d, a safety bound)", admission.HardCapacity)),
-		memoryBudget: fs.String("memory-budget", "", "memory all sandboxes may use together (`SIZE`, e.g. 16GiB; 0: no budget; env SCRATCHRUN_MEMORY_BUDGET_MB; default: the machine's memory less the larger of 1 GiB and a tenth)"),
-		cpuThreshold: fs.Float64("cpu-threshold", admission.DefaultCPUThreshold, "CPU pressure (the share of time some task waits for a CPU, 0 to 1) at which no more sandboxes start (env SCRATCHRUN_CPU_THRESHOLD; 0: no CPU condition)"),
+		capacity:     fs.Int(capacityFlag, 0, fmt.Sprintf("at most this many sandboxes at once, whatever the machine has room for (env SCRATCHRUN_MAX_CONCURRENT; default %d, a safety bound)", admission.HardCapacity)),
+		memoryBudget: fs.String(memoryBudgetFlag, "", "memory all sandboxes may use together (`SIZE`, e.g. 16GiB; 0: no budget; env SCRATCHRUN_MEMORY_BUDGET_MB; default: the machine's memory less the larger of 1 GiB and a tenth)"),
+		cpuThreshold: fs.Float64(cpuThresholdFlag, admission.DefaultCPUThreshold, "CPU pressure (the share of time some task waits for a CPU, 0 to 1) at which no more sandboxes start (env SCRATCHRUN_CPU_THRESHOLD; 0: no CPU condition)"),
 	}
 }
 
@@ -35,11 +43,9 @@ func (e engineFlags) overrides(fs *flag.FlagSet) (engineOverrides, error) {
 	if *e.capacity < 0 {
 		return o, errors.New("--capacity must not be negative")
 	}
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "cpu-threshold" {
-			o.cpuThreshold = e.cpuThreshold
-		}
-	})
+	if flagGiven(fs, cpuThresholdFlag) {
+		o.cpuThreshold = e.cpuThreshold
+	}
 	if o.cpuThreshold != nil && (*e.cpuThreshold < 0 || *e.cpuThreshold > 1) {
 		return o, errors.New("--cpu-threshold: want a share of time between 0 and 1, e.g. 0.8 (0: no CPU condition)")
 	}

@@ -56,3 +56,22 @@ func parseFlagsOnly(fs *flag.FlagSet, args []string, usageError func(string) int
 	}
 	return 0, true
 }
+
+// splitList reads a comma-separated list, ignoring blanks.
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// flagGiven reports whether the flag name was given on fs's command line,
+// as opposed to holding its default (which may equal a given value).
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
+}

@@ -55,34 +55,6 @@ func TestServeMetricsAddr(t *testing.T) {
 	}
 }
 
-// stop ends the server as an operator does (SIGTERM) and fails t unless it
-// drains and exits 0.
-func (p *serveProcess) stop(t *testing.T) {
-	t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if code := p.wait(t); code != 0 {
-		t.Errorf("serve exited %d:\n%s", code, p.stderr())
-	}
-}
-
-// waitLog waits for a line of the server's stderr matching re and returns
-// its first group.
-func (p *serveProcess) waitLog(t *testing.T, re *regexp.Regexp) string {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if m := re.FindStringSubmatch(p.stderr()); m != nil {
-			return m[1]
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no line matching %s:\n%s", re, p.stderr())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // `scratchrun mcp --http` shares serve's bounded server: a client without
 // the token that sends a head and stalls gets its 401 at once and is
 // disconnected (the 401 never came: net/http waited for the body), a

@@ -136,7 +136,7 @@ func TestHostileServerKilledMidRunsRestartsClean(t *testing.T) {
 			t.Logf("server logs:\n%s", logs.String())
 		}
 	}()
-	start := func() (*exec.Cmd, string) {
+	start := func() *exec.Cmd {
 		cmd := inNS(binary, "serve", "--addr", "127.0.0.1:8799", "--db", db, "--capacity", "8", "--allow-egress")
 		cmd.Env = append(os.Environ(), "SCRATCHRUN_DNS=192.0.2.53", "SCRATCHRUN_POOL_FLOOR=1", "SCRATCHRUN_POOL_MAX=1")
 		cmd.Stderr = &logs
@@ -144,7 +144,7 @@ func TestHostileServerKilledMidRunsRestartsClean(t *testing.T) {
 			t.Fatal(err)
 		}
 		servers = append(servers, cmd)
-		return cmd, "http://127.0.0.1:8799"
+		return cmd
 	}
 	// The server's loopback is inside the namespace: talk to it from there.
 	call := func(body string) (string, error) {
@@ -164,7 +164,7 @@ func TestHostileServerKilledMidRunsRestartsClean(t *testing.T) {
 		t.Fatal("nft (Debian package nftables, installed by scripts/install.sh) is needed to inspect the table")
 	}
 
-	srv, _ := start()
+	srv := start()
 	waitUp()
 	var wg sync.WaitGroup
 	for i := 0; i < 20; i++ {
@@ -197,7 +197,7 @@ func TestHostileServerKilledMidRunsRestartsClean(t *testing.T) {
 	wg.Wait()
 
 	// Restart: the new server sweeps and serves.
-	srv2, _ := start()
+	srv2 := start()
 	waitUp()
 	out, err := call(`{"runtime": "bash", "code": "echo after", "network": "egress"}`)
 	if err != nil || !strings.Contains(out, `"stdout":"after\n"`) {

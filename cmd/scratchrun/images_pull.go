@@ -39,14 +39,8 @@ func (f *runtimeFlags) spec(name string) (images.RuntimeSpec, error) {
 	if err != nil {
 		return images.RuntimeSpec{}, err
 	}
-	var libs []string
-	for _, l := range strings.Split(*f.libraries, ",") {
-		if l = strings.TrimSpace(l); l != "" {
-			libs = append(libs, l)
-		}
-	}
 	return images.RuntimeSpec{Name: name, Command: strings.Fields(*f.command), File: *f.file, Env: env,
-		Version: *f.version, Libraries: libs, Warm: *f.warm}, nil
+		Version: *f.version, Libraries: splitList(*f.libraries), Warm: *f.warm}, nil
 }
 
 func (f *runtimeFlags) selection(insecure bool) images.ImageSelect {

@@ -131,12 +131,8 @@ func parseRate(s string) (int, error) {
 
 func keysList(args []string) int {
 	fs, db := keysFlagSet("list")
-	positional, err := parseInterspersed(fs, args)
-	if err != nil {
-		return flagExit(err)
-	}
-	if len(positional) > 0 {
-		return keysUsageError("list", fmt.Sprintf("unexpected argument %q", positional[0]))
+	if code, ok := parseFlagsOnly(fs, args, func(msg string) int { return keysUsageError("list", msg) }); !ok {
+		return code
 	}
 	ctx := context.Background()
 	st, err := openKeys(ctx, *db)
@@ -201,9 +197,7 @@ func keysSet(args []string) int {
 			return keysUsageError("set", "--rate: "+err.Error())
 		}
 	}
-	concGiven := false
-	fs.Visit(func(f *flag.Flag) { concGiven = concGiven || f.Name == "concurrency" })
-	if concGiven && *conc <= 0 {
+	if flagGiven(fs, "concurrency") && *conc <= 0 {
 		return keysUsageError("set", fmt.Sprintf("--concurrency %d: must be at least 1", *conc))
 	}
 	change.Concurrency = *conc
@@ -229,14 +223,11 @@ func keysUsageReport(args []string) int {
 	keyRef := fs.String("key", "", "only this key, by `ID|NAME` (a name also matches revoked keys of that name)")
 	since := fs.String("since", "", "only runs started since `WHEN`: a duration back (24h, 90m), a date (2025-01-31) or RFC 3339 time")
 	runs := fs.Bool("runs", false, "list each run instead of totals per key")
-	positional, err := parseInterspersed(fs, args)
-	if err != nil {
-		return flagExit(err)
-	}
-	if len(positional) > 0 {
-		return keysUsageError("usage", fmt.Sprintf("unexpected argument %q", positional[0]))
+	if code, ok := parseFlagsOnly(fs, args, func(msg string) int { return keysUsageError("usage", msg) }); !ok {
+		return code
 	}
 	var filter store.UsageFilter
+	var err error
 	if *since != "" {
 		if filter.Since, err = parseSince(*since, time.Now()); err != nil {
 			return keysUsageError("usage", "--since: "+err.Error())

@@ -59,8 +59,7 @@ flags:
 	if code, ok := parseFlagsOnly(fs, args, mcpUsageError); !ok {
 		return code
 	}
-	tokenGiven := false
-	fs.Visit(func(f *flag.Flag) { tokenGiven = tokenGiven || f.Name == "token" })
+	tokenGiven := flagGiven(fs, "token")
 	token := *tokenFlag
 	if token == "" {
 		token = os.Getenv("SCRATCHRUN_MCP_TOKEN")

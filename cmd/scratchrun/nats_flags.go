@@ -36,14 +36,9 @@ func addNATSFlags(fs *flag.FlagSet, what string) *natsFlags {
 // given reports whether a NATS server was named, by flag or environment.
 func (n *natsFlags) given() bool { return n.urlList() != nil }
 
+// urlList is the NATS servers named by --nats, else SCRATCHRUN_NATS.
 func (n *natsFlags) urlList() []string {
-	var out []string
-	for _, u := range strings.Split(firstNonEmpty(n.urls, os.Getenv("SCRATCHRUN_NATS")), ",") {
-		if u = strings.TrimSpace(u); u != "" {
-			out = append(out, u)
-		}
-	}
-	return out
+	return splitList(firstNonEmpty(n.urls, os.Getenv("SCRATCHRUN_NATS")))
 }
 
 // options resolves the flags and their environment variables into the

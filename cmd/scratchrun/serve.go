@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -99,15 +100,14 @@ flags:
 	}
 	overrides.queue = *queueLen
 	clustered := nf.given()
+	if flagGiven(fs, "queue-wait") {
+		overrides.queueWait = queueWait
+	}
+	// The flag named is the first given in fs's (alphabetical) order.
 	var engineFlag string
 	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "queue-wait" {
-			overrides.queueWait = queueWait
-		}
-		for _, name := range engineOnlyFlags {
-			if f.Name == name && engineFlag == "" {
-				engineFlag = name
-			}
+		if engineFlag == "" && slices.Contains(engineOnlyFlags, f.Name) {
+			engineFlag = f.Name
 		}
 	})
 	if clustered && engineFlag != "" {
@@ -178,10 +178,14 @@ flags:
 		if !store.IsPostgresURL(db) {
 			fmt.Fprintf(os.Stderr, "scratchrun serve: warning: keys in the SQLite file %s: front ends on other machines cannot share it (use --db postgres://...)\n", dbShown)
 		}
-		if policy, err = frontendPolicy(log); err != nil {
+		// placeWait is the queue wait resolved from --queue-wait and the
+		// environment (negative: none), unlike *queueWait, the flag's value
+		// even when it was not given.
+		var placeWait time.Duration
+		if policy, placeWait, err = frontendPolicy(log, overrides.queueWait); err != nil {
 			return serveUsageError(err.Error())
 		}
-		fe, nc, err := openFrontend(nf, log, policy, overrides.queueWait)
+		fe, nc, err := openFrontend(nf, log, policy, placeWait)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "scratchrun serve: %v\n", err)
 			return exitInternal
@@ -189,7 +193,7 @@ flags:
 		svc, extraMetrics = fe, fe.Collectors()
 		// Runs in flight at a drain end on the workers, which finish them:
 		// the wait is theirs, plus placement's queue wait.
-		drainTimeout = policy.MaxTimeout + 15*time.Second + max(*queueWait, 0)
+		drainTimeout = policy.MaxTimeout + 15*time.Second + max(placeWait, 0)
 		closeEngine = func() {
 			fe.Close()
 			nc.Close()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -15,52 +14,43 @@ import (
 )
 
 // engineOnlyFlags are serve's flags that shape a local engine: a
-// cluster's front end has none (its workers take them).
-var engineOnlyFlags = []string{"capacity", "queue", "memory-budget", "cpu-threshold", "isolation"}
+// cluster's front end has none (its workers take them). They are
+// addEngineFlags' flags, --queue and --isolation.
+var engineOnlyFlags = []string{capacityFlag, "queue", memoryBudgetFlag, cpuThresholdFlag, "isolation"}
 
 // frontendPolicy is the policy a cluster's front end validates requests
 // with: the operator's limits and network settings from the same flags
 // and environment as a local engine's. Each worker still holds requests
-// to its own.
-func frontendPolicy(log *slog.Logger) (execapi.Policy, error) {
-	cfg, err := engineConfig(log, engineOverrides{})
+// to its own. It also returns the queue wait (queueWait is --queue-wait
+// when given, else SCRATCHRUN_QUEUE_WAIT's or the default), resolved by
+// the same code as a local engine's admission so that the front end
+// cannot read it differently: negative means no waiting, which is what
+// frontend.Config.QueueWait takes too.
+func frontendPolicy(log *slog.Logger, queueWait *time.Duration) (execapi.Policy, time.Duration, error) {
+	cfg, err := engineConfig(log, engineOverrides{queueWait: queueWait})
 	if err != nil {
-		return execapi.Policy{}, err
+		return execapi.Policy{}, 0, err
 	}
 	// Only the policy's network fields are wanted: the front end prepares
 	// no network for anyone.
 	if _, err := networkSettings(&cfg); err != nil {
-		return execapi.Policy{}, err
+		return execapi.Policy{}, 0, err
 	}
-	return cfg.Policy, nil
+	return cfg.Policy, cfg.Admission.QueueWait, nil
 }
 
 // openFrontend connects to NATS and starts the front end over the
-// registry there. queueWait is --queue-wait when given (0: no waiting),
-// else SCRATCHRUN_QUEUE_WAIT's.
-func openFrontend(nf *natsFlags, log *slog.Logger, policy execapi.Policy, queueWait *time.Duration) (*frontend.Frontend, *nats.Conn, error) {
+// registry there. queueWait is frontendPolicy's (negative: no waiting).
+func openFrontend(nf *natsFlags, log *slog.Logger, policy execapi.Policy, queueWait time.Duration) (*frontend.Frontend, *nats.Conn, error) {
 	opts, err := nf.options("scratchrun front end", log)
 	if err != nil {
 		return nil, nil, err
-	}
-	if v := os.Getenv("SCRATCHRUN_QUEUE_WAIT"); queueWait == nil && v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 {
-			return nil, nil, fmt.Errorf("SCRATCHRUN_QUEUE_WAIT=%q: want a duration such as 2s (0: no waiting)", v)
-		}
-		queueWait = &d
 	}
 	nc, err := cluster.Connect(opts)
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg := frontend.Config{Conn: nc, Policy: policy, Logger: log}
-	if queueWait != nil {
-		cfg.QueueWait = *queueWait
-		if *queueWait == 0 {
-			cfg.QueueWait = -1
-		}
-	}
+	cfg := frontend.Config{Conn: nc, Policy: policy, QueueWait: queueWait, Logger: log}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	fe, err := frontend.New(ctx, cfg)

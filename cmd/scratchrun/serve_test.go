@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -13,7 +11,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -49,17 +46,9 @@ func createKey(t *testing.T, db, name string, extra ...string) string {
 
 // serveProcess is a running `scratchrun serve`.
 type serveProcess struct {
-	cmd  *exec.Cmd
-	url  string
-	mu   sync.Mutex
-	logs strings.Builder
-	exit chan error
-}
-
-func (p *serveProcess) stderr() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.logs.String()
+	process
+	// url is where it listens, as it says.
+	url string
 }
 
 // startServe starts the binary on a free loopback port and waits until it
@@ -76,66 +65,9 @@ func startServeEnv(t *testing.T, env []string, args ...string) *serveProcess {
 	if env != nil {
 		cmd.Env = append(os.Environ(), env...)
 	}
-	pipe, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &serveProcess{cmd: cmd, exit: make(chan error, 1)}
-	found := make(chan string, 1)
-	listening := regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`)
-	go func() {
-		sc := bufio.NewScanner(pipe)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.logs.WriteString(sc.Text() + "\n")
-			p.mu.Unlock()
-			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
-				found <- m[1]
-			}
-		}
-		p.exit <- cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-p.exit:
-			case <-time.After(60 * time.Second):
-				cmd.Process.Kill()
-				t.Errorf("serve did not exit after SIGTERM:\n%s", p.stderr())
-			}
-		}
-	})
-	select {
-	case p.url = <-found:
-	case err := <-p.exit:
-		t.Fatalf("serve exited before listening (%v):\n%s", err, p.stderr())
-	case <-time.After(60 * time.Second):
-		t.Fatalf("serve did not start listening:\n%s", p.stderr())
-	}
+	p := &serveProcess{process: process{name: "serve"}}
+	p.url = p.start(t, cmd, regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`), "listening")
 	return p
-}
-
-// wait returns the exit status once the process ends (bounded to catch hangs).
-func (p *serveProcess) wait(t *testing.T) int {
-	t.Helper()
-	select {
-	case err := <-p.exit:
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return ee.ExitCode()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return 0
-	case <-time.After(90 * time.Second):
-		t.Fatalf("serve did not exit:\n%s", p.stderr())
-		return -1
-	}
 }
 
 func httpCall(method, url, key, body string) (int, string, error) {

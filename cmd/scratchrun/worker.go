@@ -217,17 +217,6 @@ func asWorkerID(name string) string {
 	return name
 }
 
-// splitList reads a comma-separated list, ignoring blanks.
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
 func workerUsageError(msg string) int {
 	fmt.Fprintf(os.Stderr, "scratchrun worker: %s\n", msg)
 	return exitUsage
