@@ -19,26 +19,26 @@ func TestHostileKilledEngineIsCleanedUpAtStart(t *testing.T) {
 	before := leakcheck.Take(leakOpts)
 	var engines []*exec.Cmd
 	for i := 0; i < 4; i++ {
-		cmd := exec.Command(binary, "exec", "--runtime", "bash", "--timeout-ms", "30000", "--code", "sleep 25 & sleep 25")
+		cmd := exec.Command(binary, "exec", "--runtime", "bash", "--timeout-ms", "30000", "--code", "sleep 25.3 & sleep 25.3")
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		engines = append(engines, cmd)
 	}
-	// Wait until all four sandboxes exist.
+	// Wait until the user code of all four sandboxes runs (both sleeps of
+	// each): a cgroup alone is there before its sandbox is.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		groups, _ := filepath.Glob("/sys/fs/cgroup/memory/" + cgroupParent + "/*")
-		if len(groups) >= 4 {
+		running := processesRunning("sleep", "25.3")
+		if len(running) >= 8 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("sandboxes never started: %v", groups)
+			t.Fatalf("sandboxes never started: %d of 8 sleeps running", len(running))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	time.Sleep(300 * time.Millisecond)
 	for _, cmd := range engines {
 		cmd.Process.Signal(syscall.SIGKILL) // only the engine: its sandboxes are on their own
 		cmd.Wait()

@@ -103,15 +103,20 @@ func TestHostileLoadFourTimesCapacity(t *testing.T) {
 // Both servers run in one network namespace of the test's own, with no route
 // anywhere.
 func TestHostileServerKilledMidRunsRestartsClean(t *testing.T) {
-	holder := exec.Command("unshare", "--net", "sh", "-c", "ip link set lo up && exec sleep 600")
+	holder := exec.Command("unshare", "--net", "sleep", "600")
 	if err := holder.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { holder.Process.Kill(); holder.Wait() }()
 	netns := fmt.Sprintf("/proc/%d/ns/net", holder.Process.Pid)
-	time.Sleep(100 * time.Millisecond)
 	inNS := func(args ...string) *exec.Cmd {
 		return exec.Command("nsenter", append([]string{"--net=" + netns, "--"}, args...)...)
+	}
+	// unshare has joined its new namespace once /proc shows one that is not
+	// ours; loopback comes up there before anything is started in it.
+	waitForNetNS(t, holder.Process.Pid)
+	if out, err := inNS("ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
+		t.Fatalf("loopback in the test's namespace: %v %s", err, out)
 	}
 	links := func() string {
 		out, _ := inNS("ip", "-o", "link").CombinedOutput()
@@ -166,6 +171,10 @@ func TestHostileServerKilledMidRunsRestartsClean(t *testing.T) {
 
 	srv := start()
 	waitUp()
+	// The runs sleep with an argument of their network's, so that the host's
+	// /proc tells which user code is running: cgroups cannot (warm
+	// sandboxes have them before any call).
+	sleeps := map[string]string{"egress": "20.1", "none": "20.2"}
 	var wg sync.WaitGroup
 	for i := 0; i < 20; i++ {
 		wg.Add(1)
@@ -175,22 +184,28 @@ func TestHostileServerKilledMidRunsRestartsClean(t *testing.T) {
 		}
 		go func() {
 			defer wg.Done()
-			call(fmt.Sprintf(`{"runtime": "bash", "code": "sleep 20", "network": %q, "limits": {"timeout_ms": 25000}}`, network))
+			call(fmt.Sprintf(`{"runtime": "bash", "code": "sleep %s", "network": %q, "limits": {"timeout_ms": 25000}}`, sleeps[network], network))
 		}()
 	}
+	var egress, none []int
 	deadline := time.Now().Add(60 * time.Second)
-	for {
-		groups, _ := filepath.Glob("/sys/fs/cgroup/memory/" + cgroupParent + "/*")
-		if len(groups) >= 8 {
-			break
-		}
+	for len(egress) < 2 || len(none) < 2 {
 		if time.Now().After(deadline) {
-			t.Fatalf("runs never started: %d groups", len(groups))
+			t.Fatalf("runs never started: %d with egress and %d without are running", len(egress), len(none))
 		}
 		time.Sleep(50 * time.Millisecond)
+		egress, none = processesRunning("sleep", sleeps["egress"]), processesRunning("sleep", sleeps["none"])
 	}
+	// User code with egress runs only with its policy in place: the table,
+	// and its slot's interface with an address and a default route.
 	if !strings.Contains(links(), "sr-") || !nftTable() {
-		t.Fatalf("egress not in place before the crash:\n%s", links())
+		t.Fatalf("egress not in place while runs with egress run (table there: %v):\n%s", nftTable(), links())
+	}
+	for _, pid := range egress {
+		route, err := exec.Command("nsenter", fmt.Sprintf("--net=/proc/%d/ns/net", pid), "--", "ip", "-4", "route", "show", "default").CombinedOutput()
+		if err == nil && !strings.Contains(string(route), "default via") {
+			t.Fatalf("a run with egress (pid %d) runs in a namespace with no default route: %s", pid, route)
+		}
 	}
 	srv.Process.Signal(syscall.SIGKILL)
 	srv.Wait()
@@ -215,5 +230,43 @@ func TestHostileServerKilledMidRunsRestartsClean(t *testing.T) {
 	}
 	if left := leakcheck.WaitClean(before, leakOpts, 10*time.Second); len(left) > 0 {
 		t.Errorf("left after crash and restart: %v", left)
+	}
+}
+
+// processesRunning lists the host's processes whose command line is exactly
+// args.
+func processesRunning(args ...string) []int {
+	want := strings.Join(args, "\x00") + "\x00"
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil && string(cmdline) == want {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// waitForNetNS waits until process pid is in a network namespace other than
+// this process's (unshare has run).
+func waitForNetNS(t *testing.T, pid int) {
+	t.Helper()
+	ours, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if theirs, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid)); err == nil && theirs != ours {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d never entered a network namespace of its own", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
