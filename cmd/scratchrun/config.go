@@ -37,7 +37,10 @@ func dataDir() string {
 	if os.Geteuid() == 0 {
 		return system
 	}
-	if _, err := os.Stat(filepath.Join(system, "images")); err == nil {
+	// Readable, not merely present: root's images directory is closed to
+	// other users (see images.OpenStore).
+	if f, err := os.Open(filepath.Join(system, "images")); err == nil {
+		f.Close()
 		return system
 	}
 	if d := os.Getenv("XDG_DATA_HOME"); d != "" {

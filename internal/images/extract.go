@@ -115,6 +115,9 @@ type extractor struct {
 	// removedDir says the current entry replaced a directory tree, whose
 	// pending directories must then be forgotten.
 	removedDir bool
+	// charge, when set, is told every file content byte written and may
+	// fail the write (a pull's bounds, see pullBudget).
+	charge func(n int) error
 }
 
 // extractTar writes the tar stream r into dest, an existing directory.
@@ -423,6 +426,9 @@ func (x *extractor) file(pfd int, base string, r io.Reader, uid, gid int, mode u
 	}
 	f := os.NewFile(uintptr(fd), base)
 	defer f.Close()
+	if x.charge != nil {
+		r = budgetReader{r, x.charge}
+	}
 	n, err := io.CopyBuffer(f, r, x.buf)
 	if err != nil {
 		return fmt.Errorf("write: %w", err)
