@@ -37,10 +37,7 @@ func dataDir() string {
 	if os.Geteuid() == 0 {
 		return system
 	}
-	// Readable, not merely present: root's images directory is closed to
-	// other users (see images.OpenStore).
-	if f, err := os.Open(filepath.Join(system, "images")); err == nil {
-		f.Close()
+	if _, err := os.Stat(filepath.Join(system, "images")); err == nil {
 		return system
 	}
 	if d := os.Getenv("XDG_DATA_HOME"); d != "" {

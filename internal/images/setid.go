@@ -15,36 +15,12 @@ import (
 )
 
 // An image's files are owned by the sandboxes' root on the host (the uid
-// base) or by ids above it, on a file system that honours set-id bits. Two
-// things keep host users from borrowing those ids:
-//
-//   - no file in the store has a set-id bit (fileMode strips them as images
-//     are written; stripSetIDOnOpen strips them from images written before);
-//   - the images directory is reachable by root and by the group of the
-//     sandboxes' root alone (imagesDirMode): sandbox set-up, which runs as
-//     that root in its user namespace, still reaches the image to mount it.
-
-// imagesDirMode is the images directory's mode when running as root, with
-// the uid base as its group: search for that group (the namespaces
-// level's init and gVisor's gofer bind the image as the sandbox's root),
-// nothing for other host users. Not as root, the caller's alone: 0700.
-const imagesDirMode = 0o710
-
-// secureImagesDir gives the images directory its owner and mode (see
-// imagesDirMode), also on stores made before it had them.
-func (s *Store) secureImagesDir() error {
-	mode := os.FileMode(0o700)
-	if s.shift.chown {
-		mode = imagesDirMode
-		if err := os.Lchown(s.imagesDir, 0, int(s.shift.base)); err != nil {
-			return fmt.Errorf("secure the images directory: %w", err)
-		}
-	}
-	if err := os.Chmod(s.imagesDir, mode); err != nil {
-		return fmt.Errorf("secure the images directory: %w", err)
-	}
-	return nil
-}
+// base) or by ids above it, in a directory every host user may read (an
+// ordinary user's rootless engine runs root's images), on a file system
+// that honours set-id bits. So no file in the store may have a set-id bit:
+// fileMode strips them as images are written, stripSetIDOnOpen from images
+// written before, and an image not known to be stripped is not used
+// (refreshLocked).
 
 // stripSetIDOnOpen removes the set-id bits of every image written before
 // the store stripped them (image.json without setid_free), in place: that
@@ -53,6 +29,12 @@ func (s *Store) secureImagesDir() error {
 // store never waits for a build otherwise.
 func (s *Store) stripSetIDOnOpen() error {
 	if len(s.imagesWithSetID()) == 0 {
+		return nil
+	}
+	if s.shift.chown != (os.Geteuid() == 0) || !s.ownsImages() {
+		// Another user's store (an ordinary user running root's
+		// images): only its owner may change it. Its unstripped images
+		// are not used until then.
 		return nil
 	}
 	unlock, err := s.lock(context.Background(), io.Discard)
@@ -77,6 +59,16 @@ func (s *Store) stripSetIDOnOpen() error {
 		slog.Info("images: removed the set-id bits of an image written before the store stripped them", "dir", dir, "files", n)
 	}
 	return nil
+}
+
+// ownsImages reports whether this process may change the store's images:
+// it is root, or it owns the images directory.
+func (s *Store) ownsImages() bool {
+	if os.Geteuid() == 0 {
+		return true
+	}
+	var st unix.Stat_t
+	return unix.Stat(s.imagesDir, &st) == nil && st.Uid == uint32(os.Geteuid())
 }
 
 // imagesWithSetID lists the image directories whose image.json does not

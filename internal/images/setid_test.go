@@ -73,7 +73,9 @@ func asUser(uid, gid uint32, argv ...string) (string, error) {
 
 // A host user runs the store's set-id programs and writes its files through
 // them: before the fix, nobody ran id with euid testBase and with tee wrote
-// into an image every later sandbox starts from.
+// into an image every later sandbox starts from. The store is reachable to
+// every host user on purpose (an ordinary user's rootless engine runs
+// root's images): what it holds must hand out no id.
 func TestStoreSetIDFilesGiveHostUsersNothing(t *testing.T) {
 	if !isRoot() {
 		t.Skip("needs root: the store shifts owners and the test acts as nobody")
@@ -89,8 +91,12 @@ func TestStoreSetIDFilesGiveHostUsersNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := filepath.Join(res.RootFS, "usr/bin/id")
-	if out, err := asUser(nobody, nobody, id, "-u"); err == nil {
-		t.Errorf("nobody ran the image's set-id id: euid %s", strings.TrimSpace(out))
+	// Every host user may run the image's programs (an ordinary user's
+	// rootless engine runs root's images), but as itself.
+	for _, flag := range []string{"-u", "-g"} {
+		if out, err := asUser(nobody, nobody, id, flag); err != nil || strings.TrimSpace(out) != "65534" {
+			t.Errorf("nobody ran the image's set-id id %s: %q, %v; want nobody's own id", flag, out, err)
+		}
 	}
 	target := filepath.Join(res.RootFS, "etc/hostname")
 	before, _ := os.ReadFile(target)
@@ -103,13 +109,8 @@ func TestStoreSetIDFilesGiveHostUsersNothing(t *testing.T) {
 	if after, _ := os.ReadFile(target); string(after) != string(before) {
 		t.Errorf("%s changed from %q to %q", target, before, after)
 	}
-	// Nor may nobody read the store: it has no business there.
-	if out, err := asUser(nobody, nobody, "/bin/ls", s.imagesDir); err == nil {
-		t.Errorf("nobody listed the images directory: %s", out)
-	}
-	// The sandboxes' root still reaches the image, as sandbox set-up does.
-	if out, err := asUser(testBase, testBase, "/bin/ls", res.RootFS); err != nil || !strings.Contains(out, "usr") {
-		t.Errorf("the sandboxes' root cannot reach its image: %v: %s", err, out)
+	if out, err := asUser(nobody, nobody, "/bin/cat", filepath.Join(res.RootFS, "etc/hostname")); err != nil || out != "sandbox\n" {
+		t.Errorf("nobody cannot read the image: %v: %q", err, out)
 	}
 }
 
@@ -203,9 +204,6 @@ func TestOpenStoreStripsSetIDOfOlderImages(t *testing.T) {
 	if err := os.Symlink("mount", filepath.Join(dir, "rootfs/usr/bin/umount")); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chmod(s.imagesDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
 
 	s2, err := OpenStore(Options{Root: s.Root(), UIDBase: testBase})
 	if err != nil {
@@ -218,10 +216,64 @@ func TestOpenStoreStripsSetIDOfOlderImages(t *testing.T) {
 	if err := readJSON(filepath.Join(dir, "image.json"), &m); err != nil || !m.SetIDFree {
 		t.Errorf("image.json does not record the strip: %+v, %v", m, err)
 	}
-	if fi, err := os.Stat(s2.imagesDir); err != nil || fi.Mode().Perm()&0o007 != 0 {
-		t.Errorf("images directory mode %v (%v): reachable by every host user", fi.Mode(), err)
-	}
 	if _, err := s2.Resolve("python3.13"); err != nil {
 		t.Errorf("the fixed image is not used: %v", err)
 	}
+}
+
+// asUserEnv is the variable that makes TestOpenStoreAsAnotherUserHelper
+// open the store at its value (and the only way that test does anything).
+const asUserEnv = "SCRATCHRUN_TEST_OPEN_STORE_AS_USER"
+
+// An ordinary user opens root's store (its rootless engine runs root's
+// images): an image root has not stripped yet is not used, and the store
+// opens all the same, changing nothing.
+func TestOpenStoreAsAnotherUserLeavesUnstrippedImagesAlone(t *testing.T) {
+	if !isRoot() {
+		t.Skip("needs root to act as another user")
+	}
+	s := reachableStore(t)
+	dir := fakeBuilt(t, s, "trixie", currentHash(t, s, "trixie"), imagestest.ModTime)
+	var m imageMeta
+	if err := readJSON(filepath.Join(dir, "image.json"), &m); err != nil {
+		t.Fatal(err)
+	}
+	m.SetIDFree = false
+	if err := writeJSONAtomic(filepath.Join(dir, "image.json"), m); err != nil {
+		t.Fatal(err)
+	}
+	// The test binary, where nobody may run it.
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(filepath.Dir(s.Root()), "images.test")
+	data, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := asUser(nobody, nobody, "/usr/bin/env", asUserEnv+"="+s.Root(), bin, "-test.run=^TestOpenStoreAsAnotherUserHelper$", "-test.v")
+	if err != nil || !strings.Contains(out, "installed: []") {
+		t.Errorf("OpenStore as nobody: %v\n%s", err, out)
+	}
+	if readJSON(filepath.Join(dir, "image.json"), &m); m.SetIDFree {
+		t.Error("nobody's open changed root's image")
+	}
+}
+
+// TestOpenStoreAsAnotherUserHelper is the child of
+// TestOpenStoreAsAnotherUserLeavesUnstrippedImagesAlone.
+func TestOpenStoreAsAnotherUserHelper(t *testing.T) {
+	root := os.Getenv(asUserEnv)
+	if root == "" {
+		t.Skip("run by TestOpenStoreAsAnotherUserLeavesUnstrippedImagesAlone")
+	}
+	s, err := OpenStore(Options{Root: root, UIDBase: testBase})
+	if err != nil {
+		t.Fatalf("OpenStore: %v", err)
+	}
+	t.Logf("installed: %v", runtimeNames(s.Installed()))
 }

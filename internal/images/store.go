@@ -112,16 +112,13 @@ func OpenStore(opts Options) (*Store, error) {
 		shift:       idShift{chown: os.Geteuid() == 0, base: base},
 		cat:         cat,
 	}
-	// The images directory is then narrowed to root and the sandboxes'
-	// root (secureImagesDir), which binds the image from inside its user
-	// namespace.
+	// 0755: the sandbox's root (a shifted uid) must be able to reach
+	// the rootfs when overlayfs is mounted from inside its namespace, and
+	// so must ordinary users' rootless engines, which run root's images.
 	for _, d := range []string{root, s.imagesDir, s.runtimesDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("create store directory: %w", err)
 		}
-	}
-	if err := s.secureImagesDir(); err != nil {
-		return nil, err
 	}
 	if err := s.stripSetIDOnOpen(); err != nil {
 		return nil, err
@@ -170,7 +167,7 @@ func (s *Store) refreshLocked() error {
 			continue
 		}
 		if !m.SetIDFree {
-			slog.Warn("images: ignoring image whose set-id bits may not be stripped (open the store as root to strip them)", "dir", dir)
+			slog.Warn("images: ignoring image whose set-id bits may not be stripped (any command of the store's owner, e.g. `scratchrun images list` as root, strips them)", "dir", dir)
 			continue
 		}
 		if isOCISource(m.Source) && (m.Name != ociImageName || validateDigest(m.Digest) != nil || m.Digest != "sha256:"+m.RecipeHash) {
