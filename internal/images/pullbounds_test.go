@@ -2,18 +2,24 @@ package images
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"golang.org/x/sys/unix"
 
 	"github.com/scratchrun/scratchrun/internal/images/imagestest"
@@ -125,5 +131,92 @@ func TestImportRefusesBlobsThatDifferFromTheirDigest(t *testing.T) {
 				t.Errorf("import left images %v, unfinished %v", done, tmp)
 			}
 		})
+	}
+}
+
+// sparseTar is a tar holding programLayer and a PAX 1.0 sparse file (as GNU
+// tar writes them; archive/tar writes none) of size bytes, all a hole but
+// its last byte: a few hundred bytes that unpack to size.
+func sparseTar(t *testing.T, size int64) []byte {
+	t.Helper()
+	var out bytes.Buffer
+	base := imagestest.Tar(t, programLayer)
+	out.Write(base[:len(base)-1024]) // without the end-of-archive blocks
+	block := func(name string, typ byte, size int) {
+		var h [512]byte
+		copy(h[0:], name)
+		copy(h[100:], "0000644\x00")
+		copy(h[108:], "0000000\x00")
+		copy(h[116:], "0000000\x00")
+		copy(h[124:], fmt.Sprintf("%011o\x00", size))
+		copy(h[136:], fmt.Sprintf("%011o\x00", imagestest.ModTime.Unix()))
+		h[156] = typ
+		copy(h[257:], "ustar\x0000")
+		copy(h[148:], "        ")
+		sum := 0
+		for _, c := range h {
+			sum += int(c)
+		}
+		copy(h[148:], fmt.Sprintf("%06o\x00 ", sum))
+		out.Write(h[:])
+	}
+	pad := func() { out.Write(make([]byte, (512-out.Len()%512)%512)) }
+	record := func(k, v string) string {
+		rec := " " + k + "=" + v + "\n"
+		n := len(rec)
+		for len(strconv.Itoa(n))+len(rec) != n {
+			n = len(strconv.Itoa(n)) + len(rec)
+		}
+		return strconv.Itoa(n) + rec
+	}
+	pax := record("GNU.sparse.major", "1") + record("GNU.sparse.minor", "0") +
+		record("GNU.sparse.name", "sparse") + record("GNU.sparse.realsize", strconv.FormatInt(size, 10))
+	block("PaxHeaders/sparse", tar.TypeXHeader, len(pax))
+	out.WriteString(pax)
+	pad()
+	// The data: the sparse map (one 1-byte segment at the end), padded to
+	// a block, then that byte.
+	sparseMap := fmt.Sprintf("1\n%d\n1\n", size-1)
+	block("GNUSparseFile.0/sparse", tar.TypeReg, 512+1)
+	out.WriteString(sparseMap)
+	pad()
+	out.WriteByte('x')
+	pad()
+	out.Write(make([]byte, 1024))
+	return out.Bytes()
+}
+
+// A sparse entry's holes are written as zeros: the bounds count what is
+// written, not the (tiny) tar stream.
+func TestPullBoundsCountSparseFilesAsWritten(t *testing.T) {
+	data := sparseTar(t, 256<<20)
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := mutate.AppendLayers(empty.Image, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := imagestest.NewRegistry(t)
+	reg.Push("sparse:1", img)
+	s := openTestStore(t)
+	err = s.Pull(context.Background(), reg.Ref("sparse:1"), specNamed("sparse"), ImageSelect{Limits: PullLimits{MaxBytes: 64 << 20, MaxRatio: 1 << 40}}, nil)
+	if !errors.Is(err, ErrPullBound) || !strings.Contains(err.Error(), "MaxBytes") {
+		t.Errorf("sparse layer of 256 MiB under a 64 MiB bound: err = %v", err)
+	}
+	if done, tmp := ociDirs(t, s); len(done) != 0 || len(tmp) != 0 {
+		t.Errorf("left images %v, unfinished %v", done, tmp)
+	}
+	// Within the bound the file is there, whole.
+	if err := s.Pull(context.Background(), reg.Ref("sparse:1"), specNamed("sparse"), ImageSelect{Limits: PullLimits{MaxBytes: 512 << 20, MaxRatio: 1 << 40}}, nil); err != nil {
+		t.Fatalf("within the bound: %v", err)
+	}
+	res, err := s.Resolve("sparse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(filepath.Join(res.RootFS, "sparse")); err != nil || fi.Size() != 256<<20 {
+		t.Errorf("sparse file: %v, %v", fi, err)
 	}
 }
