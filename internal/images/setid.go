@@ -31,7 +31,7 @@ func (s *Store) stripSetIDOnOpen() error {
 	if len(s.imagesWithSetID()) == 0 {
 		return nil
 	}
-	if s.shift.chown != (os.Geteuid() == 0) || !s.ownsImages() {
+	if !s.ownsImages() {
 		// Another user's store (an ordinary user running root's
 		// images): only its owner may change it. Its unstripped images
 		// are not used until then.
