@@ -18,6 +18,7 @@ import (
 type runtimeFlags struct {
 	command, file, version, libraries, warm, platform, tag *string
 	envs                                                   listFlag
+	limits                                                 images.PullLimits
 }
 
 func addRuntimeFlags(fs *flag.FlagSet) *runtimeFlags {
@@ -31,6 +32,13 @@ func addRuntimeFlags(fs *flag.FlagSet) *runtimeFlags {
 		tag:       fs.String("tag", "", "image to pick from an archive or layout holding several (repository:tag, or the layout's ref name)"),
 	}
 	fs.Var(&f.envs, "env", "NAME=value set for this runtime, over the image's own environment (repeatable)")
+	// The disk an image may take (images.PullLimits); 0 keeps a default.
+	sizeVar := func(p *int64, name, usage string) {
+		fs.Func(name, usage, func(v string) (err error) { *p, err = parseSize(v); return err })
+	}
+	sizeVar(&f.limits.MaxBytes, "max-size", "largest extracted size of the image, all layers (default 8GiB)")
+	fs.Int64Var(&f.limits.MaxRatio, "max-ratio", images.DefaultPullMaxRatio, "largest extracted size of a layer as a multiple of its blob's size")
+	sizeVar(&f.limits.MinFree, "min-free", "free space the store's file system keeps while the image is written (default 1GiB)")
 	return f
 }
 
@@ -44,7 +52,7 @@ func (f *runtimeFlags) spec(name string) (images.RuntimeSpec, error) {
 }
 
 func (f *runtimeFlags) selection(insecure bool) images.ImageSelect {
-	return images.ImageSelect{Platform: *f.platform, Tag: *f.tag, Insecure: insecure}
+	return images.ImageSelect{Platform: *f.platform, Tag: *f.tag, Insecure: insecure, Limits: f.limits}
 }
 
 // storeExit maps a store error to an exit status: input the operator can fix

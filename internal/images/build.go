@@ -191,6 +191,7 @@ func (s *Store) extractFile(ctx context.Context, tarPath, rootfs string) (extrac
 // makes it 0700, which a sandbox's shifted root could not traverse) and
 // moves it to final.
 func (s *Store) finishImage(tmp, final string, meta imageMeta) error {
+	meta.SetIDFree = true // every image is extracted with fileMode
 	if err := writeJSONAtomic(filepath.Join(tmp, "image.json"), meta); err != nil {
 		return fmt.Errorf("write image.json: %w", err)
 	}

@@ -13,7 +13,13 @@
 // to a temporary directory and renamed into place only when complete, so a
 // killed build never looks installed. Extraction shifts file ownership by a
 // UID base so that a sandbox whose user namespace maps 0..65535 onto that
-// base sees the image as owned by its own root.
+// base sees the image as owned by its own root. It drops every set-id bit
+// of files and every world-write bit (see fileMode): the store is readable
+// by every host user, and its files belong to the sandboxes' uid.
+//
+// OCI images (pulled, or imported from an archive or a layout) are bounded
+// in the disk they take (PullLimits), and every blob is read to its end and
+// checked against its size and digest before the image is stored.
 //
 // This package must never run user code: it runs mmdebstrap and the fixed
 // customize hooks of the catalog at build time, and nothing else. Tarballs

@@ -47,6 +47,18 @@ func (s idShift) diskMode(mode uint32) uint32 {
 	return mode
 }
 
+// fileMode is the mode a non-directory gets on disk: diskMode without the
+// set-user-ID and set-group-ID bits, whatever the owner. A set-id file in
+// the store would hand a host user who can reach it its owner, which is
+// the sandboxes' root (their uid on the host) or, unshifted, the engine's
+// user; sandboxes need no set-id programs (they run as root inside, and
+// the namespaces level mounts the image nosuid anyway). Directories keep
+// their set-group-ID bit: it only chooses the group of new files and lets
+// no one run anything.
+func (s idShift) fileMode(mode uint32) uint32 {
+	return s.diskMode(mode) &^ (unix.S_ISUID | unix.S_ISGID)
+}
+
 // mapID returns the on-disk id for id n of the tar.
 func (s idShift) mapID(n int) int {
 	if n < 0 || n >= idRange {
@@ -103,12 +115,15 @@ type extractor struct {
 	// removedDir says the current entry replaced a directory tree, whose
 	// pending directories must then be forgotten.
 	removedDir bool
+	// charge, when set, is told every file content byte written and may
+	// fail the write (a pull's bounds, see pullBudget).
+	charge func(n int) error
 }
 
 // extractTar writes the tar stream r into dest, an existing directory.
-// It shifts ownership as described by shift and preserves modes
-// (including setuid/setgid/sticky, re-applied after chown) and
-// modification times (Python's .pyc files are validated against their
+// It shifts ownership as described by shift and preserves modes (but for
+// the set-id bits of files, see fileMode, and world write, see diskMode)
+// and modification times (Python's .pyc files are validated against their
 // source's mtime). Device nodes and fifos are skipped, xattrs ignored.
 func extractTar(r io.Reader, dest string, shift idShift) (extractStats, error) {
 	x, err := newExtractor(dest, shift)
@@ -411,6 +426,9 @@ func (x *extractor) file(pfd int, base string, r io.Reader, uid, gid int, mode u
 	}
 	f := os.NewFile(uintptr(fd), base)
 	defer f.Close()
+	if x.charge != nil {
+		r = budgetReader{r, x.charge}
+	}
 	n, err := io.CopyBuffer(f, r, x.buf)
 	if err != nil {
 		return fmt.Errorf("write: %w", err)
@@ -420,8 +438,9 @@ func (x *extractor) file(pfd int, base string, r io.Reader, uid, gid int, mode u
 			return fmt.Errorf("chown: %w", err)
 		}
 	}
-	// After chown: chown clears setuid/setgid, the tar's mode wins.
-	if err := unix.Fchmod(fd, x.shift.diskMode(mode)); err != nil {
+	// After chown, which would clear set-id bits anyway: fileMode never
+	// has them.
+	if err := unix.Fchmod(fd, x.shift.fileMode(mode)); err != nil {
 		return fmt.Errorf("chmod: %w", err)
 	}
 	if err := futimens(fd, hdr.AccessTime, hdr.ModTime); err != nil {

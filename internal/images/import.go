@@ -202,7 +202,9 @@ func (s *Store) ensureMountPoints(rootfs string) error {
 			err = unix.Fchown(fd, s.shift.mapID(0), s.shift.mapID(0))
 		}
 		if err == nil {
-			err = unix.Fchmod(fd, d.mode)
+			// diskMode: world-writable only to the sandbox, as
+			// every directory the extractor writes.
+			err = unix.Fchmod(fd, s.shift.diskMode(d.mode))
 		}
 		unix.Close(fd)
 		if err != nil {

@@ -73,6 +73,8 @@ type ImageSelect struct {
 	// Insecure lets a pull use plain HTTP for a registry that is not on
 	// loopback or a private network (where HTTP is tried anyway).
 	Insecure bool
+	// Limits bound the disk storing the image may take.
+	Limits PullLimits
 }
 
 func (sel ImageSelect) platform() (v1.Platform, error) {

@@ -131,7 +131,7 @@ func (s *Store) Pull(ctx context.Context, ref string, spec RuntimeSpec, sel Imag
 		return err
 	}
 	if d, ok := r.(name.Digest); ok {
-		err := s.addOCIRuntime(ctx, &ociImage{digest: parseDigest(d.DigestStr()), ref: r.String(), platform: want}, spec, progress)
+		err := s.addOCIRuntime(ctx, &ociImage{digest: parseDigest(d.DigestStr()), ref: r.String(), platform: want}, spec, sel.Limits, progress)
 		if !errors.Is(err, errNotStored) {
 			return err
 		}
@@ -141,7 +141,7 @@ func (s *Store) Pull(ctx context.Context, ref string, spec RuntimeSpec, sel Imag
 	if err != nil {
 		return err
 	}
-	return s.addOCIRuntime(ctx, img, spec, progress)
+	return s.addOCIRuntime(ctx, img, spec, sel.Limits, progress)
 }
 
 // errNotStored says a pull by digest must fetch after all.
@@ -186,7 +186,7 @@ func (s *Store) ImportImage(ctx context.Context, path string, spec RuntimeSpec, 
 	if err != nil {
 		return err
 	}
-	return s.addOCIRuntime(ctx, img, spec, progress)
+	return s.addOCIRuntime(ctx, img, spec, sel.Limits, progress)
 }
 
 // storedByDigest finds an OCI image stored under digest, or chosen for
@@ -219,7 +219,7 @@ func (s *Store) storedByDigest(digest string, platform v1.Platform) *imageMeta {
 // writes the runtime file, all under the store lock. An img without an image
 // (a pull by digest, before any network) is only looked up: errNotStored
 // when it is not there.
-func (s *Store) addOCIRuntime(ctx context.Context, img *ociImage, spec RuntimeSpec, progress io.Writer) error {
+func (s *Store) addOCIRuntime(ctx context.Context, img *ociImage, spec RuntimeSpec, limits PullLimits, progress io.Writer) error {
 	unlock, err := s.lockToWrite(ctx, progress)
 	if err != nil {
 		return err
@@ -232,7 +232,7 @@ func (s *Store) addOCIRuntime(ctx context.Context, img *ociImage, spec RuntimeSp
 	case img.img == nil:
 		return errNotStored
 	default:
-		if stored, err = s.storeOCI(ctx, img, spec.Command, progress); err != nil {
+		if stored, err = s.storeOCI(ctx, img, spec.Command, limits, progress); err != nil {
 			return err
 		}
 	}
@@ -267,7 +267,7 @@ func (s *Store) addOCIRuntime(ctx context.Context, img *ociImage, spec RuntimeSp
 // digest. It is written beside the store under a .tmp- name and renamed into
 // place only when every layer was read whole and matched its digest, and
 // the runtime's program (command[0]) is in it.
-func (s *Store) storeOCI(ctx context.Context, img *ociImage, command []string, progress io.Writer) (_ *imageMeta, err error) {
+func (s *Store) storeOCI(ctx context.Context, img *ociImage, command []string, limits PullLimits, progress io.Writer) (_ *imageMeta, err error) {
 	start := time.Now()
 	if img.checkPlatform {
 		if img.platform, err = checkPlatform(img.img, img.platform, img.ref); err != nil {
@@ -303,8 +303,14 @@ func (s *Store) storeOCI(ctx context.Context, img *ociImage, command []string, p
 	if err != nil {
 		return nil, err
 	}
+	budget, err := newPullBudget(limits, s.imagesDir)
+	if err != nil {
+		lx.close()
+		return nil, fmt.Errorf("%s: %w", img.ref, err)
+	}
+	checkBlob := img.source != SourceDockerArchive
 	for i, l := range layers {
-		if err := s.applyLayer(ctx, lx, l, cfg.RootFS.DiffIDs[i], fmt.Sprintf("layer %d/%d", i+1, len(layers)), progress); err != nil {
+		if err := s.applyLayer(ctx, lx, l, cfg.RootFS.DiffIDs[i], checkBlob, budget, fmt.Sprintf("layer %d/%d", i+1, len(layers)), progress); err != nil {
 			lx.close()
 			return nil, fmt.Errorf("%s: %w", img.ref, err)
 		}
@@ -353,33 +359,58 @@ func (s *Store) storeOCI(ctx context.Context, img *ociImage, command []string, p
 }
 
 // applyLayer reads one layer whole, applies it, and checks that what was
-// read is what the image's config says the layer is (its diff ID); a
-// registry's own digests are checked by the client as the bytes arrive.
-func (s *Store) applyLayer(ctx context.Context, lx *layerExtractor, l v1.Layer, diffID v1.Hash, what string, progress io.Writer) error {
+// read is what the image says the layer is: its blob's size and digest
+// (the manifest's) and its tar stream's digest (the config's diff ID).
+// Nothing is taken on trust from the source: a layout's blobs, which the
+// client never checks, are read to their end and hashed here too. Only a
+// docker save archive's layers, whose digests the client computes from
+// the archive's own bytes, are checked by diff ID alone. budget bounds
+// what the layer may extract.
+func (s *Store) applyLayer(ctx context.Context, lx *layerExtractor, l v1.Layer, diffID v1.Hash, checkBlob bool, budget *pullBudget, what string, progress io.Writer) error {
 	digest, err := l.Digest()
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	size, _ := l.Size()
+	size, err := l.Size()
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", what, digest, err)
+	}
 	fmt.Fprintf(progress, "  %s %s (%.1f MB) ...\n", what, digest, float64(size)/1e6)
 	if diffID.Algorithm != "sha256" {
 		return fmt.Errorf("%s %s: diff ID %s is not sha256", what, digest, diffID)
 	}
 	start := time.Now()
-	rc, err := l.Uncompressed()
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", what, digest, err)
+	var stream io.Reader
+	finish := func(err error) error { return err }
+	release := func() error { return nil }
+	if checkBlob {
+		blob, err := openLayerBlob(ctx, l)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", what, digest, err)
+		}
+		stream, finish, release = blob.tar, blob.finish, blob.close
+	} else {
+		rc, err := l.Uncompressed()
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", what, digest, err)
+		}
+		stream, release = ctxReader{ctx, rc}, rc.Close
 	}
+	budget.startLayer(size)
 	h := sha256.New()
 	counted := &countingHash{h: h}
-	r := io.TeeReader(ctxReader{ctx, rc}, counted)
+	r := io.TeeReader(budgetReader{stream, budget.addStream}, counted)
+	lx.x.charge = budget.addWritten
 	err = lx.apply(r)
+	lx.x.charge = nil
 	if err == nil {
 		// The tar's end-of-archive blocks may be followed by padding:
-		// the digest covers the whole stream.
+		// the diff ID covers the whole stream, and reading it to its end
+		// checks the compressed stream's checksum.
 		_, err = io.Copy(io.Discard, r)
 	}
-	if cerr := rc.Close(); err == nil {
+	err = finish(err)
+	if cerr := release(); err == nil {
 		err = cerr
 	}
 	if err != nil {

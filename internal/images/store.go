@@ -75,6 +75,10 @@ type imageMeta struct {
 	IndexDigest string    `json:"index_digest,omitempty"`
 	Platform    string    `json:"platform,omitempty"`
 	Config      ociConfig `json:"config,omitzero"`
+	// SetIDFree says no file of the image has a set-id bit: written
+	// without (fileMode) or stripped since (stripSetIDOnOpen). An image
+	// without it is not used.
+	SetIDFree bool `json:"setid_free,omitempty"`
 
 	dir string // the image directory; not stored
 }
@@ -109,11 +113,15 @@ func OpenStore(opts Options) (*Store, error) {
 		cat:         cat,
 	}
 	// 0755: the sandbox's root (a shifted uid) must be able to reach
-	// the rootfs when overlayfs is mounted from inside its namespace.
+	// the rootfs when overlayfs is mounted from inside its namespace, and
+	// so must ordinary users' rootless engines, which run root's images.
 	for _, d := range []string{root, s.imagesDir, s.runtimesDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("create store directory: %w", err)
 		}
+	}
+	if err := s.stripSetIDOnOpen(); err != nil {
+		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -156,6 +164,10 @@ func (s *Store) refreshLocked() error {
 		}
 		if e.Name() != m.Name+"-"+shortHash(m.RecipeHash) {
 			slog.Warn("images: ignoring image whose directory name does not match image.json", "dir", dir)
+			continue
+		}
+		if !m.SetIDFree {
+			slog.Warn("images: ignoring image whose set-id bits may not be stripped (any command of the store's owner, e.g. `scratchrun images list` as root, strips them)", "dir", dir)
 			continue
 		}
 		if isOCISource(m.Source) && (m.Name != ociImageName || validateDigest(m.Digest) != nil || m.Digest != "sha256:"+m.RecipeHash) {

@@ -172,7 +172,13 @@ func shiftedTree(img sandbox.Image) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open_tree %s: %w", img.RootFS, err)
 	}
-	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_RDONLY, Userns_fd: uint64(userns.Fd())}
+	// Shifted, the image's root files are host root's: while mounted for
+	// mkfs.erofs, a set-id file there (one the store did not strip) must
+	// not make a host user root, nor a device node reach a device.
+	attr := unix.MountAttr{
+		Attr_set:  unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC,
+		Userns_fd: uint64(userns.Fd()),
+	}
 	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("idmap %s (its file system must support idmapped mounts): %w", img.RootFS, err)
