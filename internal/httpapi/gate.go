@@ -37,9 +37,9 @@ type gate struct {
 	queueWait time.Duration
 	// recordWait bounds each write of a usage or refusal row.
 	recordWait time.Duration
-	m         *metrics
-	drain     *drainState
-	log       *slog.Logger
+	m          *metrics
+	drain      *drainState
+	log        *slog.Logger
 	// runs cancels every run when the server gives up draining.
 	runs context.Context
 	// lastClean is when a run last ended with its teardown verified
