@@ -157,7 +157,7 @@ func mcpService(log *slog.Logger) (svc execapi.Service, redact []string, closeSe
 			return nil, nil, nil, fmt.Errorf("%w: SCRATCHRUN_API_URL=%q: want a URL such as %s", errMCPUsage, base, remote.DefaultURL)
 		}
 		log.Debug("mcp: running code on a remote server", "url", u.Redacted())
-		return remote.New(base, key, nil), []string{key}, func() {}, nil
+		return remote.New(base, key, httpapi.ClientBounds{}), []string{key}, func() {}, nil
 	}
 	eng, err := newEngine(log, engineOverrides{})
 	if err != nil {
