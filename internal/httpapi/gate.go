@@ -49,6 +49,37 @@ type gate struct {
 
 var _ execapi.Service = (*gate)(nil)
 
+// AdmitSession implements mcpserver.SessionAdmitter (mcp_sessions_test.go
+// checks that it does): opening an MCP session
+// counts against the caller's key as one run does against its rate (a
+// token is spent, a key at its rate is refused with key_rate and
+// Retry-After, and the refusal is recorded), and takes none of its
+// concurrency, since a session is no call in flight. So a key limited to N
+// runs a minute opens at most N sessions a minute, and its sessions and
+// runs together stay within its rate.
+func (g *gate) AdmitSession(ctx context.Context) error {
+	caller := execapi.CallerFrom(ctx)
+	if g.drain.isDraining() {
+		return g.refuseCall(ctx, caller, &execapi.Refusal{Reason: execapi.RefusedDraining})
+	}
+	if caller == ConsoleCaller {
+		return nil
+	}
+	err := g.limits.Spend(ctx, caller)
+	var limit *store.LimitError
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, store.ErrNotFound):
+		g.m.rejections.WithLabelValues(reasonUnauthorized).Inc()
+		return errUnauthorized
+	case errors.As(err, &limit):
+		return g.refuseCall(ctx, caller, &execapi.Refusal{Reason: execapi.RefusedKeyRate, RetryAfter: limit.RetryAfter, Limit: limit.Max})
+	default:
+		return fmt.Errorf("apply the caller's key: %w", err)
+	}
+}
+
 // Describe implements execapi.Service.
 func (g *gate) Describe(ctx context.Context) (execapi.Info, error) { return g.svc.Describe(ctx) }
 
