@@ -205,13 +205,13 @@ func (s *sessions) reserve(caller string) (p *place, status int, msg string, ret
 	if caller != "" && s.byUser[caller] >= s.perUser {
 		retry = s.retryAfterLocked(caller)
 		return nil, http.StatusTooManyRequests, fmt.Sprintf("ScratchRun refused to open an MCP session: this caller already has %d sessions open, "+
-			"its limit. Close one (DELETE with its Mcp-Session-Id) or retry after %d seconds, when an idle one expires.", s.perUser, seconds(retry)), retry,
+				"its limit. Close one (DELETE with its Mcp-Session-Id) or retry after %d seconds, when an idle one expires.", s.perUser, seconds(retry)), retry,
 			map[string]any{"reason": RefusedSessionsPerCaller, "limit": s.perUser}
 	}
 	if s.total >= s.max {
 		retry = s.retryAfterLocked("")
 		return nil, http.StatusServiceUnavailable, fmt.Sprintf("ScratchRun refused to open an MCP session: the server has %d sessions open, "+
-			"its limit. Retry after %d seconds.", s.max, seconds(retry)), retry,
+				"its limit. Retry after %d seconds.", s.max, seconds(retry)), retry,
 			map[string]any{"reason": RefusedSessions, "limit": s.max}
 	}
 	s.total++
