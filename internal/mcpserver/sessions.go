@@ -153,10 +153,10 @@ func initializeIn(r *http.Request) (jsonrpc.ID, bool) {
 // once it has a place.
 func (s *sessions) open(w http.ResponseWriter, r *http.Request, initID jsonrpc.ID) {
 	caller := callerOf(r)
-	p, status, msg, retry, data := s.reserve(caller)
-	if p == nil {
-		s.log.Info("mcp: session refused", "caller", caller, "reason", data["reason"])
-		writeRPCError(w, initID, status, msg, retry, data)
+	p, refused := s.reserve(caller)
+	if refused != nil {
+		s.log.Info("mcp: session refused", "caller", caller, "reason", refused.data["reason"])
+		writeRPCError(w, initID, refused)
 		return
 	}
 	if s.admit != nil {
@@ -197,26 +197,34 @@ func (s *sessions) open(w http.ResponseWriter, r *http.Request, initID jsonrpc.I
 	}()
 }
 
-// reserve takes a place for caller, or says why not: the status, message,
-// Retry-After and data of the refusal.
-func (s *sessions) reserve(caller string) (p *place, status int, msg string, retry time.Duration, data map[string]any) {
+// sessionRefusal is why a session was not opened, as it is answered.
+type sessionRefusal struct {
+	status int
+	msg    string
+	retry  time.Duration
+	// data names the limit (reason, limit) for clients that read it.
+	data map[string]any
+}
+
+// reserve takes a place for caller, or says why not.
+func (s *sessions) reserve(caller string) (*place, *sessionRefusal) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if caller != "" && s.byUser[caller] >= s.perUser {
-		retry = s.retryAfterLocked(caller)
-		return nil, http.StatusTooManyRequests, fmt.Sprintf("ScratchRun refused to open an MCP session: this caller already has %d sessions open, "+
-				"its limit. Close one (DELETE with its Mcp-Session-Id) or retry after %d seconds, when an idle one expires.", s.perUser, seconds(retry)), retry,
-			map[string]any{"reason": RefusedSessionsPerCaller, "limit": s.perUser}
+		retry := s.retryAfterLocked(caller)
+		msg := fmt.Sprintf("ScratchRun refused to open an MCP session: this caller already has %d sessions open, its limit. "+
+			"Close one (DELETE with its Mcp-Session-Id) or retry after %d seconds, when an idle one expires.", s.perUser, seconds(retry))
+		return nil, &sessionRefusal{http.StatusTooManyRequests, msg, retry, map[string]any{"reason": RefusedSessionsPerCaller, "limit": s.perUser}}
 	}
 	if s.total >= s.max {
-		retry = s.retryAfterLocked("")
-		return nil, http.StatusServiceUnavailable, fmt.Sprintf("ScratchRun refused to open an MCP session: the server has %d sessions open, "+
-				"its limit. Retry after %d seconds.", s.max, seconds(retry)), retry,
-			map[string]any{"reason": RefusedSessions, "limit": s.max}
+		retry := s.retryAfterLocked("")
+		msg := fmt.Sprintf("ScratchRun refused to open an MCP session: the server has %d sessions open, its limit. Retry after %d seconds.",
+			s.max, seconds(retry))
+		return nil, &sessionRefusal{http.StatusServiceUnavailable, msg, retry, map[string]any{"reason": RefusedSessions, "limit": s.max}}
 	}
 	s.total++
 	s.byUser[caller]++
-	return &place{caller: caller, busy: 1}, 0, "", 0, nil
+	return &place{caller: caller, busy: 1}, nil
 }
 
 // retryAfterLocked is when a place of caller's ("": anyone's) is expected
@@ -302,7 +310,7 @@ func (s *sessions) refuse(w http.ResponseWriter, id jsonrpc.ID, err error) {
 	var refusal *execapi.Refusal
 	if !errors.As(err, &refusal) {
 		s.log.Warn("mcp: a session could not be admitted", "err", err)
-		writeRPCError(w, id, http.StatusInternalServerError, "ScratchRun could not open an MCP session: "+err.Error(), 0, nil)
+		writeRPCError(w, id, &sessionRefusal{status: http.StatusInternalServerError, msg: "ScratchRun could not open an MCP session: " + err.Error()})
 		return
 	}
 	status := http.StatusTooManyRequests
@@ -313,31 +321,31 @@ func (s *sessions) refuse(w http.ResponseWriter, id jsonrpc.ID, err error) {
 	if refusal.Reason == execapi.RefusedKeyRate {
 		msg += " Opening a session spends one run of the key's rate."
 	}
-	writeRPCError(w, id, status, msg, refusal.RetryAfter, map[string]any{"reason": string(refusal.Reason), "limit": refusal.Limit})
+	writeRPCError(w, id, &sessionRefusal{status, msg, refusal.RetryAfter, map[string]any{"reason": string(refusal.Reason), "limit": refusal.Limit}})
 }
 
-// writeRPCError answers a POST with a JSON-RPC error for its call id, with
-// Retry-After when retry is set; data, when set, names the limit. (The
-// SDK's Go client reads the error of a failed POST, except for 429 and
-// 503, which it reports by their status alone.)
-func writeRPCError(w http.ResponseWriter, id jsonrpc.ID, status int, msg string, retry time.Duration, data map[string]any) {
-	werr := &jsonrpc.Error{Code: codeSessionRefused, Message: msg}
-	if data != nil {
-		if retry > 0 {
-			data["retry_after_s"] = seconds(retry)
+// writeRPCError answers a POST with the JSON-RPC error of refused for its
+// call id, with Retry-After when one is known. (The SDK's Go client reads
+// the error of a failed POST, except for 429 and 503, which it reports by
+// their status alone.)
+func writeRPCError(w http.ResponseWriter, id jsonrpc.ID, refused *sessionRefusal) {
+	werr := &jsonrpc.Error{Code: codeSessionRefused, Message: refused.msg}
+	if refused.data != nil {
+		if refused.retry > 0 {
+			refused.data["retry_after_s"] = seconds(refused.retry)
 		}
-		werr.Data, _ = json.Marshal(data)
+		werr.Data, _ = json.Marshal(refused.data)
 	}
 	out, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: werr})
 	if err != nil {
-		http.Error(w, msg, status)
+		http.Error(w, refused.msg, refused.status)
 		return
 	}
-	if retry > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(seconds(retry)))
+	if refused.retry > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(seconds(refused.retry)))
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
+	w.WriteHeader(refused.status)
 	w.Write(out)
 }
 
