@@ -50,8 +50,9 @@ func (k *keyedAnswers) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // Opening an MCP session spends a run of the key's rate: a key allowed 5
-// runs a minute that opens 40 sessions at once gets 5 (and one more for
-// each 12 s the burst took), the rest refused with 429, Retry-After and a
+// runs a minute that opens 16 sessions at once (as many as a key may have
+// open, so that only the rate refuses) gets 5 (and one more for each 12 s
+// the burst took), the rest refused with 429, Retry-After and a
 // JSON-RPC error naming the key's rate, each refusal recorded against the
 // key; another key still opens one. Before, such a key opened 200 at once.
 func TestMCPSessionsSpendTheKeysRate(t *testing.T) {
@@ -64,7 +65,7 @@ func TestMCPSessionsSpendTheKeysRate(t *testing.T) {
 		return client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: ts.URL + "/mcp",
 			HTTPClient: &http.Client{Transport: rt}, MaxRetries: -1}, nil)
 	}
-	const burst = 40
+	const burst = mcpserver.DefaultMaxSessionsPerCaller
 	start := time.Now()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
