@@ -42,6 +42,7 @@ func cmdMCP(args []string) int {
 	httpAddr := fs.String("http", "", "serve Streamable HTTP at `ADDR` (e.g. 127.0.0.1:8765), path /mcp, instead of stdio")
 	tokenFlag := fs.String("token", "", "bearer `TOKEN` HTTP clients must send (default $SCRATCHRUN_MCP_TOKEN; the variable keeps it out of `ps`)")
 	maxConns := addMaxConnsFlag(fs)
+	mcpSessions := addMCPSessionFlags(fs)
 	addOperatorFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: scratchrun mcp [--http ADDR [--token TOKEN] [--max-conns N]]
@@ -76,6 +77,9 @@ flags:
 		if limits, err = connLimits(*maxConns); err != nil {
 			return mcpUsageError(err.Error())
 		}
+		if err := mcpSessions.check(); err != nil {
+			return mcpUsageError(err.Error())
+		}
 	}
 
 	log := newLogger()
@@ -92,7 +96,7 @@ flags:
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	runs := &trackedService{Service: svc, base: ctx}
-	opts := mcpserver.Options{Logger: log, Version: version, Redact: append(redact, token)}
+	opts := mcpSessions.apply(mcpserver.Options{Logger: log, Version: version, Redact: append(redact, token)})
 
 	var status int
 	if *httpAddr != "" {
@@ -157,7 +161,7 @@ func mcpService(log *slog.Logger) (svc execapi.Service, redact []string, closeSe
 			return nil, nil, nil, fmt.Errorf("%w: SCRATCHRUN_API_URL=%q: want a URL such as %s", errMCPUsage, base, remote.DefaultURL)
 		}
 		log.Debug("mcp: running code on a remote server", "url", u.Redacted())
-		return remote.New(base, key, nil), []string{key}, func() {}, nil
+		return remote.New(base, key, httpapi.ClientBounds{}), []string{key}, func() {}, nil
 	}
 	eng, err := newEngine(log, engineOverrides{})
 	if err != nil {

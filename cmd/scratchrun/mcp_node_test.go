@@ -143,11 +143,11 @@ func TestMCPInspectorCLI(t *testing.T) {
 var listeningLine = regexp.MustCompile(`at (http://127\.0\.0\.1:\d+/mcp)`)
 
 // startMCPHTTP starts `scratchrun mcp --http 127.0.0.1:0` with a token and
-// returns its URL and a function that stops it with SIGTERM and returns its
-// exit status.
-func startMCPHTTP(t *testing.T, token string) (string, func() int) {
+// flags, and returns its URL and a function that stops it with SIGTERM and
+// returns its exit status.
+func startMCPHTTP(t *testing.T, token string, flags ...string) (string, func() int) {
 	t.Helper()
-	cmd := exec.Command(binary, "mcp", "--http", "127.0.0.1:0")
+	cmd := exec.Command(binary, append([]string{"mcp", "--http", "127.0.0.1:0"}, flags...)...)
 	cmd.Env = append(os.Environ(), "SCRATCHRUN_MCP_TOKEN="+token)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

@@ -44,6 +44,7 @@ func cmdServe(args []string) int {
 	maxBody := fs.String("max-body", "10MiB", "largest request body accepted (`SIZE`: bytes, or with KiB/MiB)")
 	allowNoAuth := fs.Bool("allow-no-auth", false, "serve without API keys on a non-loopback address (dangerous: anyone who reaches it runs code)")
 	maxConns := addMaxConnsFlag(fs)
+	mcpSessions := addMCPSessionFlags(fs)
 	metricsAddr := fs.String("metrics-addr", "", "also serve /metrics, without keys, on `HOST:PORT` (env SCRATCHRUN_METRICS_ADDR; loopback unless --allow-public-metrics)")
 	allowPublicMetrics := fs.Bool("allow-public-metrics", false, "let --metrics-addr listen beyond loopback (anyone who reaches it reads the metrics)")
 	consoleFlag := fs.String("console-token", "", "serve the web console at /console, signed in with this `TOKEN` (env SCRATCHRUN_CONSOLE_TOKEN, preferred: a flag shows in ps; at least 16 characters)")
@@ -87,6 +88,9 @@ flags:
 	}
 	if *queueLen < 0 || *queueWait < 0 {
 		return serveUsageError("--queue and --queue-wait must not be negative")
+	}
+	if err := mcpSessions.check(); err != nil {
+		return serveUsageError(err.Error())
 	}
 	consoleToken := firstNonEmpty(*consoleFlag, os.Getenv("SCRATCHRUN_CONSOLE_TOKEN"))
 	if consoleToken != "" {
@@ -232,7 +236,7 @@ flags:
 		Conns:        limits,
 		ListenAddr:   listenAddr,
 		MCP: func(svc execapi.Service) http.Handler {
-			return mcpserver.HTTPHandler(svc, mcpserver.Options{Logger: log, Version: version})
+			return mcpserver.HTTPHandler(svc, mcpSessions.apply(mcpserver.Options{Logger: log, Version: version}))
 		},
 		Console: mountConsole,
 		Logger:  log,

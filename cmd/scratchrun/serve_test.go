@@ -368,7 +368,8 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestServeMCPWithKeys(t *testing.T) {
 	before := leakcheck.Take(leakOpts)
 	db := filepath.Join(t.TempDir(), "keys.db")
-	key := createKey(t, db, "agent", "--rate", "2/min")
+	// Opening the session spends one of the three, the two runs the rest.
+	key := createKey(t, db, "agent", "--rate", "3/min")
 	other := createKey(t, db, "other")
 	p := startServe(t, "--db", db)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -405,9 +406,10 @@ func TestServeMCPWithKeys(t *testing.T) {
 			t.Fatalf("tool result: %s", text(res))
 		}
 	}
-	// The key's rate (2/min) applies to MCP runs too.
+	// The key's rate (3/min, one spent opening the session) applies to MCP
+	// runs too.
 	if res := call(); !res.IsError || !strings.Contains(text(res), "runs per minute") {
-		t.Errorf("third call over a 2/min rate: error %v: %s", res.IsError, text(res))
+		t.Errorf("third call over a 3/min rate with the session opened: error %v: %s", res.IsError, text(res))
 	}
 	u := scratchrun(t, t.TempDir(), "", "keys", "usage", "--db", db, "--key", "agent")
 	if u.code != 0 || !regexp.MustCompile(`agent\s+2\s`).MatchString(u.stdout) {

@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/scratchrun/scratchrun/internal/execapi"
@@ -29,19 +31,98 @@ type Client struct {
 	base   string
 	apiKey string
 	http   *http.Client
+	bounds ClientBounds
+
+	mu sync.Mutex
+	// info is the server's last answer to Describe, whose limits bound
+	// how long a run may keep the client waiting.
+	info *execapi.Info
 }
 
 var _ execapi.Service = (*Client)(nil)
 
+// Defaults of ClientBounds.
+const (
+	DefaultClientConnect = 10 * time.Second
+	DefaultClientMargin  = 60 * time.Second
+	// unknownRunTimeout stands for a run's timeout when neither the
+	// request nor a Describe of the server has said it: long enough for
+	// any server's maximum, short enough that a silent server is let go.
+	unknownRunTimeout = 30 * time.Minute
+)
+
+// ClientBounds bound how long a Client waits for its server. The server's
+// API answers a run only when it has ended, so no fixed whole-request
+// timeout fits; each call is given what the server may take by its own
+// limits, plus Margin. Zero fields take the defaults.
+type ClientBounds struct {
+	// Connect bounds dialling the server and the TLS handshake (default
+	// DefaultClientConnect). It applies to the client's own HTTP client
+	// (NewClient's httpClient nil); one the caller gives is its own.
+	Connect time.Duration
+	// Margin is what a call may take beyond the server's limits: all of
+	// Describe's wait, and an Exec's beyond the run's timeout and the
+	// server's queue wait (default DefaultClientMargin).
+	Margin time.Duration
+}
+
+func (b ClientBounds) withDefaults() ClientBounds {
+	if b.Connect <= 0 {
+		b.Connect = DefaultClientConnect
+	}
+	if b.Margin <= 0 {
+		b.Margin = DefaultClientMargin
+	}
+	return b
+}
+
 // NewClient returns a client of the server at baseURL (e.g.
 // "http://127.0.0.1:8722"), sending apiKey as a bearer token when it is not
-// empty. A nil httpClient means a client of its own with no overall timeout:
-// the server bounds every run, and the caller's context bounds the wait.
+// empty, within the default ClientBounds. A nil httpClient means one of its
+// own, whose connections are bounded (ClientBounds.Connect).
 func NewClient(baseURL, apiKey string, httpClient *http.Client) *Client {
+	return NewBoundedClient(baseURL, apiKey, httpClient, ClientBounds{})
+}
+
+// NewBoundedClient is NewClient within bounds.
+func NewBoundedClient(baseURL, apiKey string, httpClient *http.Client, bounds ClientBounds) *Client {
+	bounds = bounds.withDefaults()
 	if httpClient == nil {
-		httpClient = &http.Client{}
+		httpClient = &http.Client{Transport: boundedTransport(bounds.Connect)}
 	}
-	return &Client{base: strings.TrimRight(baseURL, "/"), apiKey: apiKey, http: httpClient}
+	return &Client{base: strings.TrimRight(baseURL, "/"), apiKey: apiKey, http: httpClient, bounds: bounds}
+}
+
+// boundedTransport is net/http's default transport with dialling and the
+// TLS handshake bounded by connect. It sets no ResponseHeaderTimeout: the
+// answer of a run starts only when the run has ended (the per-call bound,
+// see Client.execBound, covers that wait).
+func boundedTransport(connect time.Duration) *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = (&net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}).DialContext
+	t.TLSHandshakeTimeout = connect
+	return t
+}
+
+// execBound is how long a run of req may keep the client waiting: its
+// timeout (the request's, else the server's default) and the server's
+// queue wait, as the server last described them, plus the margin.
+func (c *Client) execBound(req execapi.Request) time.Duration {
+	c.mu.Lock()
+	info := c.info
+	c.mu.Unlock()
+	timeout := unknownRunTimeout
+	var queue time.Duration
+	switch {
+	case req.Limits.TimeoutMS > 0:
+		timeout = time.Duration(req.Limits.TimeoutMS) * time.Millisecond
+	case info != nil && info.DefaultTimeoutMS > 0:
+		timeout = time.Duration(info.DefaultTimeoutMS) * time.Millisecond
+	}
+	if info != nil && info.Admission != nil {
+		queue = time.Duration(info.Admission.QueueWaitMS) * time.Millisecond
+	}
+	return timeout + queue + c.bounds.Margin
 }
 
 // Exec implements execapi.Executor with POST /v1/exec. The server's API does
@@ -57,7 +138,7 @@ func (c *Client) Exec(ctx context.Context, req execapi.Request, events execapi.E
 		events(execapi.Event{Kind: execapi.EventSubmitted})
 	}
 	var res execapi.Result
-	if err := c.do(ctx, http.MethodPost, "/v1/exec", body, &res); err != nil {
+	if err := c.do(ctx, c.execBound(req), http.MethodPost, "/v1/exec", body, &res); err != nil {
 		return execapi.Result{}, err
 	}
 	if res.Files == nil {
@@ -74,19 +155,36 @@ func (c *Client) Exec(ctx context.Context, req execapi.Request, events execapi.E
 // Describe implements execapi.Service with GET /v1/runtimes.
 func (c *Client) Describe(ctx context.Context) (execapi.Info, error) {
 	var info execapi.Info
-	if err := c.do(ctx, http.MethodGet, "/v1/runtimes", nil, &info); err != nil {
+	if err := c.do(ctx, c.bounds.Margin, http.MethodGet, "/v1/runtimes", nil, &info); err != nil {
 		return execapi.Info{}, err
 	}
+	c.mu.Lock()
+	c.info = &info
+	c.mu.Unlock()
 	return info, nil
 }
 
-// do sends one request and decodes a 2xx answer into out. Other answers
-// become the server's *execapi.Refusal or *execapi.ValidationError as the
-// server had it, when its error document says which, and an *APIError
-// otherwise (a proxy's page, a 401). Errors name the URL, never the key.
-func (c *Client) do(ctx context.Context, method, path string, body []byte, out any) error {
+// do sends one request and decodes a 2xx answer into out, all within
+// bound. Other answers become the server's *execapi.Refusal or
+// *execapi.ValidationError as the server had it, when its error document
+// says which, and an *APIError otherwise (a proxy's page, a 401). Errors
+// name the URL, never the key.
+func (c *Client) do(ctx context.Context, bound time.Duration, method, path string, body []byte, out any) error {
 	target := c.base + path
 	shown := redactURL(target)
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	err := c.send(ctx, method, target, shown, body, out)
+	if err != nil && parent.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		// The caller still waits; the server is what went silent.
+		return fmt.Errorf("%s %s: no answer within %s: %w", method, shown, bound.Round(time.Millisecond), context.DeadlineExceeded)
+	}
+	return err
+}
+
+// send is do's one request.
+func (c *Client) send(ctx context.Context, method, target, shown string, body []byte, out any) error {
 	var reader io.Reader
 	if body != nil {
 		reader = bytes.NewReader(body)

@@ -16,7 +16,8 @@
 // front ends can hold it in place of the local engine: the server's
 // refusals and validation errors come back as the contract's own errors
 // (*execapi.Refusal, *execapi.ValidationError), from the error document's
-// reason and field.
+// reason and field. Its waits are bounded (ClientBounds): connecting, and
+// each call by what the server may take by its own limits plus a margin.
 //
 // This package must never run code itself (it holds an execapi.Service), never
 // let a request that failed decoding or validation reach that service, never

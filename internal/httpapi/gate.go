@@ -35,9 +35,11 @@ type gate struct {
 	// queueWait is the engine's longest wait for admission, which bounds
 	// how long a call may hold its key's slot.
 	queueWait time.Duration
-	m         *metrics
-	drain     *drainState
-	log       *slog.Logger
+	// recordWait bounds each write of a usage or refusal row.
+	recordWait time.Duration
+	m          *metrics
+	drain      *drainState
+	log        *slog.Logger
 	// runs cancels every run when the server gives up draining.
 	runs context.Context
 	// lastClean is when a run last ended with its teardown verified
@@ -46,6 +48,37 @@ type gate struct {
 }
 
 var _ execapi.Service = (*gate)(nil)
+
+// AdmitSession implements mcpserver.SessionAdmitter (mcp_sessions_test.go
+// checks that it does): opening an MCP session
+// counts against the caller's key as one run does against its rate (a
+// token is spent, a key at its rate is refused with key_rate and
+// Retry-After, and the refusal is recorded), and takes none of its
+// concurrency, since a session is no call in flight. So a key limited to N
+// runs a minute opens at most N sessions a minute, and its sessions and
+// runs together stay within its rate.
+func (g *gate) AdmitSession(ctx context.Context) error {
+	caller := execapi.CallerFrom(ctx)
+	if g.drain.isDraining() {
+		return g.refuseCall(ctx, caller, &execapi.Refusal{Reason: execapi.RefusedDraining})
+	}
+	if caller == ConsoleCaller {
+		return nil
+	}
+	err := g.limits.Spend(ctx, caller)
+	var limit *store.LimitError
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, store.ErrNotFound):
+		g.m.rejections.WithLabelValues(reasonUnauthorized).Inc()
+		return errUnauthorized
+	case errors.As(err, &limit):
+		return g.refuseCall(ctx, caller, &execapi.Refusal{Reason: execapi.RefusedKeyRate, RetryAfter: limit.RetryAfter, Limit: limit.Max})
+	default:
+		return fmt.Errorf("apply the caller's key: %w", err)
+	}
+}
 
 // Describe implements execapi.Service.
 func (g *gate) Describe(ctx context.Context) (execapi.Info, error) { return g.svc.Describe(ctx) }
@@ -137,10 +170,9 @@ func (g *gate) Exec(ctx context.Context, req execapi.Request, events execapi.Eve
 	if err == nil {
 		u.ExitCode, u.BytesOut = res.ExitCode, bytesOut(res)
 	}
-	// Accounting outlives a caller that went away: the run happened.
-	if rerr := g.keys.RecordUsage(context.WithoutCancel(ctx), u); rerr != nil {
-		g.log.Error("usage not recorded", "key", caller, "err", rerr)
-	}
+	// Accounting outlives a caller that went away (the run happened), but
+	// not a key store that does not answer.
+	g.record(ctx, "usage not recorded", caller, func(ctx context.Context) error { return g.keys.RecordUsage(ctx, u) })
 	return res, err
 }
 
@@ -187,10 +219,28 @@ func (g *gate) refuse(r *execapi.Refusal) *execapi.Refusal {
 func (g *gate) refuseCall(ctx context.Context, caller string, r *execapi.Refusal) *execapi.Refusal {
 	// Counted whether or not the caller waits for the answer: the call was
 	// made and refused.
-	if err := g.keys.RecordRefusal(context.WithoutCancel(ctx), caller, string(r.Reason), time.Now()); err != nil {
-		g.log.Error("refusal not recorded", "key", caller, "reason", r.Reason, "err", err)
-	}
+	at := time.Now()
+	g.record(ctx, "refusal not recorded", caller, func(ctx context.Context) error {
+		return g.keys.RecordRefusal(ctx, caller, string(r.Reason), at)
+	}, "reason", r.Reason)
 	return g.refuse(r)
+}
+
+// record makes one accounting write, whether or not the caller still waits
+// (ctx's cancellation is dropped), within g.recordWait: a key store that
+// hangs (a PostgreSQL server gone silent) must not pin the handler, its
+// key's slot or a drain. A write cut off is logged as lost.
+func (g *gate) record(ctx context.Context, msg, caller string, write func(context.Context) error, attrs ...any) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.recordWait)
+	defer cancel()
+	err := write(ctx)
+	if err == nil {
+		return
+	}
+	if ctx.Err() != nil {
+		err = fmt.Errorf("the key store did not answer within %s: %w", g.recordWait, err)
+	}
+	g.log.Error(msg, append([]any{"key", caller, "err", err}, attrs...)...)
 }
 
 // Classifications of calls that produced no Result, beside the outcomes of

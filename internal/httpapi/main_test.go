@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -126,6 +127,13 @@ type serverOptions struct {
 	// the engine and its admission are real, sandboxes scripted (see
 	// scriptedBackend).
 	backend *sandboxtest.Backend
+	// keys, when set, wraps the key database the server is given (the
+	// test's own view, testServer.keys, stays the database itself).
+	keys func(store.Store) store.Store
+	// recordTimeout is Config.RecordTimeout.
+	recordTimeout time.Duration
+	// log receives the server's logs (Config.Logger).
+	log *slog.Logger
 }
 
 // testServer is a real server on 127.0.0.1 with its own key database.
@@ -181,7 +189,11 @@ func startServerWith(t *testing.T, o serverOptions, mutate func(*engine.Config))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Service: svc.(execapi.Service), Policy: svc.Policy(), Keys: keys, MaxBodyBytes: o.maxBody, Conns: o.conns, Metrics: o.metrics}
+	cfg := Config{Service: svc.(execapi.Service), Policy: svc.Policy(), Keys: keys, MaxBodyBytes: o.maxBody, Conns: o.conns, Metrics: o.metrics,
+		RecordTimeout: o.recordTimeout, Logger: o.log}
+	if o.keys != nil {
+		cfg.Keys = o.keys(keys)
+	}
 	if o.wrap != nil {
 		cfg.Service = o.wrap(o.fake)
 	}

@@ -22,6 +22,8 @@ const (
 	// drainAllowance is what a drain waits beyond the longest run: a
 	// call's wait for admission, its sandbox's set-up and teardown.
 	drainAllowance = 15 * time.Second
+	// DefaultRecordTimeout bounds one write of a usage or refusal row.
+	DefaultRecordTimeout = 5 * time.Second
 )
 
 // Config configures a Server.
@@ -46,6 +48,11 @@ type Config struct {
 	// loopback listener, a Host naming it is accepted besides loopback
 	// names (see GuardOrigin).
 	ListenAddr string
+	// RecordTimeout bounds each write of a usage or refusal row to Keys
+	// (default DefaultRecordTimeout): past it the row is logged as lost and
+	// the request goes on, so that a key store that hangs holds up no
+	// answer and no drain.
+	RecordTimeout time.Duration
 	// DrainTimeout bounds how long shutdown waits for accepted work before it
 	// cancels what is left (default: the service's queue wait, as its
 	// admission describes it, plus the policy's maximum timeout plus 15 s
@@ -119,6 +126,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.RecordTimeout <= 0 {
+		cfg.RecordTimeout = DefaultRecordTimeout
+	}
 	m := newMetrics()
 	s := &Server{cfg: cfg, m: m, drain: newDrainState(), log: cfg.Logger, abort: make(chan struct{})}
 	s.runs, s.cancelRuns = context.WithCancel(context.Background())
@@ -133,7 +143,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.gate = &gate{
 		svc: cfg.Service, checked: checked, policy: cfg.Policy, keys: cfg.Keys, m: m, drain: s.drain, log: cfg.Logger, runs: s.runs,
-		limits: store.NewLimiter(cfg.Keys, cfg.Logger), calls: newInFlight(), queueWait: queueWait,
+		limits: store.NewLimiter(cfg.Keys, cfg.Logger), calls: newInFlight(), queueWait: queueWait, recordWait: cfg.RecordTimeout,
 	}
 	runtimes := make([]string, 0, len(info.Runtimes))
 	for _, rt := range info.Runtimes {

@@ -15,11 +15,16 @@ import (
 // The MCP specification says a request the client cancelled gets no
 // response. go-sdk v1.8.0 cancels the handler's context on
 // notifications/cancelled (which kills the sandbox) but then writes the
-// handler's result anyway: its jsonrpc2 layer answers every call, and no
-// handler or middleware can stop that. So the response is dropped on its
-// way out: by a Connection wrapper for transports the caller connects
-// (stdio, in-memory), and by an HTTP filter for Streamable HTTP, whose
-// transport the SDK builds per session out of reach.
+// handler's result anyway: its jsonrpc2 layer answers every call
+// (processResult writes with the cancellation stripped), and no handler or
+// middleware can stop that. Upstream this is
+// https://github.com/modelcontextprotocol/go-sdk/issues/1235 (also #1259,
+// with the fix proposed in pull request #1267, open when this was written);
+// once a release drops those responses itself, this file can go. Until
+// then the response is dropped on its way out: by a Connection wrapper for
+// transports the caller connects (stdio, in-memory), and by an HTTP filter
+// for Streamable HTTP, whose transport the SDK builds per session out of
+// reach.
 
 const methodCancelled = "notifications/cancelled"
 
@@ -109,8 +114,19 @@ type callKey struct {
 // cancelFilter is Transport for Streamable HTTP. It learns the calls each
 // POST carries and the cancellations later POSTs of the same session send,
 // and drops a cancelled call's response event from the stream of the POST
-// that carried the call. go-sdk v1.8.0 writes each server-sent event in one
-// Write (mcp's writeEvent), which is what the filter reads.
+// that carried the call.
+//
+// It reads the stream one Write at a time, and so assumes what go-sdk
+// v1.8.0 does (mcp's writeEvent, called by stream.deliverLocked): every
+// server-sent event is built whole in a buffer ("event: message\nid:
+// ...\ndata: <one JSON-RPC message>\n\n") and handed to the ResponseWriter
+// in exactly one Write, then flushed; no Write carries part of an event or
+// more than one. Were an event split across Writes, the filter would not
+// recognise it and would let a cancelled call's response through; were
+// events batched into one Write, it would judge them all by the first.
+// TestSDKWritesOneEventPerWrite pins this against the SDK itself, so an
+// upgrade that changes it fails loudly. No upstream issue promises it: it
+// is the SDK's implementation, not its contract.
 type cancelFilter struct {
 	next http.Handler
 	mu   sync.Mutex

@@ -6,6 +6,12 @@
 // binary resources) plus structuredContent, kept within what common MCP
 // clients accept.
 //
+// Over Streamable HTTP (HTTPHandler) it bounds sessions, which the SDK does
+// not: per caller, in all and in idle time, and through the Service when it
+// is a SessionAdmitter (the HTTP server's gate spends a run of the key's
+// rate on each), refusing one more with 429 or 503 and a JSON-RPC error
+// that names the limit.
+//
 // It is a thin adapter: it never runs code itself, never knows whether the
 // Service is the local engine or a remote server, never validates requests
 // beyond the shape of the tool's arguments (the Service does that and names

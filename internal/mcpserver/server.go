@@ -59,10 +59,21 @@ type Options struct {
 	ProgressInterval time.Duration
 	// DescribeTimeout bounds each Describe call; 0 means DefaultDescribeTimeout.
 	DescribeTimeout time.Duration
-	// SessionTimeout closes Streamable HTTP sessions idle this long (so that
-	// a long-running server does not keep abandoned sessions forever); 0
-	// means one hour. Clients start a new session transparently.
+	// SessionTimeout closes Streamable HTTP sessions that had no POST for
+	// this long (so that abandoned sessions give their place back); 0
+	// means DefaultSessionTimeout. Clients start a new session
+	// transparently.
 	SessionTimeout time.Duration
+	// MaxSessions bounds the Streamable HTTP sessions open at once on
+	// this handler; one more is refused with 503 and a JSON-RPC error
+	// naming the limit. 0 means DefaultMaxSessions.
+	MaxSessions int
+	// MaxSessionsPerCaller bounds the sessions one caller (a bearer
+	// token's user: an API key) has open at once; one more is refused
+	// with 429. Requests with no caller (a loopback server without
+	// tokens) are bounded by MaxSessions alone. 0 means
+	// DefaultMaxSessionsPerCaller.
+	MaxSessionsPerCaller int
 	// Redact lists strings, such as an API key, that must never appear in a
 	// tool error or a log line: they are replaced with "[redacted]".
 	Redact []string
@@ -88,7 +99,13 @@ func (o Options) withDefaults() Options {
 		o.DescribeTimeout = DefaultDescribeTimeout
 	}
 	if o.SessionTimeout <= 0 {
-		o.SessionTimeout = time.Hour
+		o.SessionTimeout = DefaultSessionTimeout
+	}
+	if o.MaxSessions <= 0 {
+		o.MaxSessions = DefaultMaxSessions
+	}
+	if o.MaxSessionsPerCaller <= 0 {
+		o.MaxSessionsPerCaller = DefaultMaxSessionsPerCaller
 	}
 	return o
 }
@@ -154,6 +171,12 @@ func New(ctx context.Context, svc execapi.Service, opts Options) (*mcp.Server, e
 // listeners is the SDK's default and stays on; Origin is the caller's to
 // check (httpapi.CheckOrigin). A response to a call the client cancelled is
 // dropped, as for Transport.
+//
+// Sessions are bounded: per caller (Options.MaxSessionsPerCaller), in all
+// (Options.MaxSessions), in idle time (Options.SessionTimeout), and, when
+// svc is a SessionAdmitter, by what it admits (the server's gate spends a
+// token of the key's rate on each); one beyond is refused with 429 or 503,
+// Retry-After and a JSON-RPC error that names the limit.
 func HTTPHandler(svc execapi.Service, opts Options) http.Handler {
 	opts = opts.withDefaults()
 	server, err := New(context.Background(), svc, opts)
@@ -163,8 +186,10 @@ func HTTPHandler(svc execapi.Service, opts Options) http.Handler {
 			http.Error(w, "MCP server unavailable: "+err.Error(), http.StatusInternalServerError)
 		})
 	}
-	return newCancelFilter(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
-		&mcp.StreamableHTTPOptions{Logger: opts.Logger, SessionTimeout: opts.SessionTimeout}))
+	admit, _ := svc.(SessionAdmitter)
+	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
+		&mcp.StreamableHTTPOptions{Logger: opts.Logger, SessionTimeout: opts.SessionTimeout})
+	return newSessions(newCancelFilter(sdk), server, admit, opts)
 }
 
 const serverInstructions = "ScratchRun runs code in a fresh, isolated Linux sandbox per call " +

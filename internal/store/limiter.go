@@ -79,6 +79,20 @@ func (l *Limiter) Admit(ctx context.Context, keyID string, bound time.Duration) 
 	return &Permit{l: l, lease: lease, taken: time.Now()}, nil
 }
 
+// Spend spends one token of the rate of the key keyID (no key, "": no
+// limits) without taking a slot: see Store.Spend. A key at its rate is a
+// *LimitError whose RetryAfter is at least a second.
+func (l *Limiter) Spend(ctx context.Context, keyID string) error {
+	if keyID == "" {
+		return nil
+	}
+	err := l.st.Spend(ctx, keyID)
+	if le, ok := err.(*LimitError); ok {
+		le.RetryAfter = max(le.RetryAfter, minRetryAfter)
+	}
+	return err
+}
+
 // Release gives the call's slot back (once; nil is a no-op). ran false,
 // for a call that was admitted and then not run (refused for capacity,
 // found invalid by the engine), also gives its rate token back, so that

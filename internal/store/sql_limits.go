@@ -35,13 +35,9 @@ func (s *sqlStore) Admit(ctx context.Context, keyID string, expect time.Duration
 		if err != nil {
 			return fmt.Errorf("read the limits of %s: %w", keyID, err)
 		}
-		b := bucket{tokens: float64(k.RatePerMin), atUS: nowUS} // a key's first call finds it full
-		if tokens.Valid && atUS.Valid {
-			b = bucket{tokens: tokens.Float64, atUS: atUS.Int64}
-		}
-		b = b.refilled(nowUS, k.RatePerMin)
-		if b.tokens < 1 {
-			return &LimitError{Limit: LimitRate, Max: k.RatePerMin, RetryAfter: b.untilToken(k.RatePerMin)}
+		b, err := takeToken(k, nowUS, tokens, atUS)
+		if err != nil {
+			return err
 		}
 		if inFlight >= int64(k.Concurrency) {
 			return &LimitError{Limit: LimitConcurrency, Max: k.Concurrency, RetryAfter: time.Duration(max(soonestUS-nowUS, 0)) * time.Microsecond}
@@ -52,9 +48,8 @@ func (s *sqlStore) Admit(ctx context.Context, keyID string, expect time.Duration
 				return fmt.Errorf("drop expired leases of %s: %w", keyID, err)
 			}
 		}
-		if _, err := c.exec(ctx, `INSERT INTO rate_buckets (key_id, tokens, at_us) VALUES (?, ?, ?)
-			ON CONFLICT (key_id) DO UPDATE SET tokens = excluded.tokens, at_us = excluded.at_us`, keyID, b.tokens-1, nowUS); err != nil {
-			return fmt.Errorf("spend a token of %s: %w", keyID, err)
+		if err := writeBucket(ctx, c, keyID, b); err != nil {
+			return err
 		}
 		err = c.queryRow(ctx, `INSERT INTO leases (key_id, expires_us, expect_end_us) VALUES (?, ?, ?) RETURNING id`,
 			keyID, nowUS+LeaseTTL.Microseconds(), nowUS+expect.Microseconds()).Scan(&lease.ID)
@@ -68,6 +63,58 @@ func (s *sqlStore) Admit(ctx context.Context, keyID string, expect time.Duration
 		return Lease{}, err
 	}
 	return lease, nil
+}
+
+func (s *sqlStore) Spend(ctx context.Context, keyID string) error {
+	return s.db.inTx(ctx, func(c conn) error {
+		// Under the key's lock, as Admit spends, so that neither overwrites
+		// the other's bucket.
+		k, err := queryKey(ctx, c, `WHERE id = ?`+s.d.lockRow, keyID)
+		if err != nil {
+			return err
+		}
+		if !k.Active() {
+			return ErrNotFound
+		}
+		var nowUS int64
+		var tokens sql.NullFloat64
+		var atUS sql.NullInt64
+		err = c.queryRow(ctx, `SELECT clock.us, b.tokens, b.at_us
+			FROM (SELECT `+s.d.nowUS+` AS us) clock LEFT JOIN rate_buckets b ON b.key_id = ?`, keyID).Scan(&nowUS, &tokens, &atUS)
+		if err != nil {
+			return fmt.Errorf("read the rate of %s: %w", keyID, err)
+		}
+		b, err := takeToken(k, nowUS, tokens, atUS)
+		if err != nil {
+			return err
+		}
+		return writeBucket(ctx, c, keyID, b)
+	})
+}
+
+// takeToken is k's bucket as stored (tokens at atUS; none stored: a key's
+// first call finds it full), refilled to nowUS, with one token taken; a
+// *LimitError when it holds none.
+func takeToken(k Key, nowUS int64, tokens sql.NullFloat64, atUS sql.NullInt64) (bucket, error) {
+	b := bucket{tokens: float64(k.RatePerMin), atUS: nowUS}
+	if tokens.Valid && atUS.Valid {
+		b = bucket{tokens: tokens.Float64, atUS: atUS.Int64}
+	}
+	b = b.refilled(nowUS, k.RatePerMin)
+	if b.tokens < 1 {
+		return bucket{}, &LimitError{Limit: LimitRate, Max: k.RatePerMin, RetryAfter: b.untilToken(k.RatePerMin)}
+	}
+	b.tokens--
+	return b, nil
+}
+
+// writeBucket stores the key's bucket.
+func writeBucket(ctx context.Context, c conn, keyID string, b bucket) error {
+	if _, err := c.exec(ctx, `INSERT INTO rate_buckets (key_id, tokens, at_us) VALUES (?, ?, ?)
+		ON CONFLICT (key_id) DO UPDATE SET tokens = excluded.tokens, at_us = excluded.at_us`, keyID, b.tokens, b.atUS); err != nil {
+		return fmt.Errorf("spend a token of %s: %w", keyID, err)
+	}
+	return nil
 }
 
 func (s *sqlStore) Renew(ctx context.Context, leaseIDs []int64) ([]int64, error) {

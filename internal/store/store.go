@@ -72,6 +72,12 @@ type Store interface {
 	// or is revoked is ErrNotFound; one at a limit, a *LimitError. Use a
 	// Limiter rather than calling this directly: it renews the lease.
 	Admit(ctx context.Context, keyID string, expect time.Duration) (Lease, error)
+	// Spend spends one token of an active key's rate, in one transaction,
+	// and takes no concurrency slot: for what counts against the key's
+	// rate without being a call in flight (opening an MCP session). A key
+	// that does not exist or is revoked is ErrNotFound; one whose rate is
+	// used up, a *LimitError. Use Limiter.Spend for its Retry-After.
+	Spend(ctx context.Context, keyID string) error
 	// Renew extends the given leases to LeaseTTL from now and returns those
 	// it found (a lease missing here expired and its slot may be in use).
 	Renew(ctx context.Context, leaseIDs []int64) ([]int64, error)

@@ -37,14 +37,17 @@ type Service struct {
 var _ execapi.Service = (*Service)(nil)
 
 // New returns a Service for the server at baseURL, authenticating with
-// apiKey. A nil httpClient means one with no overall timeout (the server
-// bounds every run; the caller's context bounds the wait).
-func New(baseURL, apiKey string, httpClient *http.Client) *Service {
+// apiKey, within bounds (zero: httpapi's defaults): connecting is bounded,
+// and so is every call, by what the server may take by its own limits
+// (a run's timeout and queue wait) plus bounds.Margin, so that a server
+// that accepts and then never answers fails the call instead of hanging
+// it; a long run is not cut short.
+func New(baseURL, apiKey string, bounds httpapi.ClientBounds) *Service {
 	shown := strings.TrimRight(baseURL, "/")
 	if u, err := url.Parse(shown); err == nil {
 		shown = u.Redacted()
 	}
-	return &Service{client: httpapi.NewClient(baseURL, apiKey, httpClient), shown: shown}
+	return &Service{client: httpapi.NewBoundedClient(baseURL, apiKey, nil, bounds), shown: shown}
 }
 
 // Exec implements execapi.Executor.

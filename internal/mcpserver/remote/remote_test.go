@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"path/filepath"
 	"regexp"
@@ -86,7 +87,7 @@ func sessionWith(t *testing.T, url, key string, opts mcpserver.Options, copts *m
 	t.Helper()
 	ctx := context.Background()
 	opts.Redact = []string{key}
-	server, err := mcpserver.New(ctx, New(url, key, nil), opts)
+	server, err := mcpserver.New(ctx, New(url, key, httpapi.ClientBounds{}), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +247,7 @@ func TestRemoteServerDown(t *testing.T) {
 // the server's refusals pass through unchanged (the tool words them, as it
 // does the local engine's: "Retry after 2 seconds").
 func TestExplainKeepsTheCause(t *testing.T) {
-	s := New("http://127.0.0.1:1", "k", nil)
+	s := New("http://127.0.0.1:1", "k", httpapi.ClientBounds{})
 	refusal := &execapi.Refusal{Reason: execapi.RefusedKeyRate, RetryAfter: 1500 * time.Millisecond, Limit: 1}
 	err := s.explain(context.Background(), refusal)
 	var got *execapi.Refusal
@@ -259,5 +260,76 @@ func TestExplainKeepsTheCause(t *testing.T) {
 	var ve *execapi.ValidationError
 	if !errors.As(err, &ve) || ve.Field != "limits.memory_mb" || errors.As(err, &te) {
 		t.Errorf("400: %v", err)
+	}
+}
+
+// silentServer accepts connections and reads what comes, and never
+// answers: a server that hangs. It returns its URL.
+func silentServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			go io.Copy(io.Discard, c)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return "http://" + ln.Addr().String()
+}
+
+// A server that accepts and never answers fails the call once what the
+// server may take by its limits (here the run's 1 s timeout) and the
+// margin have passed, instead of hanging it: before these bounds the
+// remote client had no timeout at all. Describe too gives up, after the
+// margin.
+func TestRemoteSilentServerFailsWithinItsBound(t *testing.T) {
+	url := silentServer(t)
+	s := New(url, "sr_live_some-key-0123456789", httpapi.ClientBounds{Margin: 200 * time.Millisecond})
+	type outcome struct {
+		what string
+		err  error
+	}
+	done := make(chan outcome, 2)
+	go func() {
+		_, err := s.Describe(context.Background())
+		done <- outcome{"Describe", err}
+	}()
+	go func() {
+		_, err := s.Exec(context.Background(), execapi.Request{Runtime: "bash", Code: "echo hi", Limits: execapi.Limits{TimeoutMS: 1000}}, nil)
+		done <- outcome{"Exec", err}
+	}()
+	for range 2 {
+		select {
+		case o := <-done:
+			var te *mcpserver.ToolError
+			if !errors.As(o.err, &te) || !strings.Contains(te.Message, "Cannot reach the ScratchRun server at "+url) ||
+				!strings.Contains(te.Message, "no answer within") || !errors.Is(o.err, context.DeadlineExceeded) {
+				t.Errorf("%s against a silent server: %v", o.what, o.err)
+			}
+		case <-time.After(30 * time.Second): // only catches the hang
+			t.Fatal("a call to a server that never answers is still waiting")
+		}
 	}
 }
