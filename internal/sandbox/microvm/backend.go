@@ -140,7 +140,7 @@ func New(opts Options) (*Backend, error) {
 		opts.KVMDevice = "/dev/kvm"
 	}
 	if opts.ProbeCacheDir == "" {
-		opts.ProbeCacheDir = "/run/scratchrun"
+		opts.ProbeCacheDir = hostside.DefaultProbeCacheDir
 	}
 	if opts.UIDLockFile == "" {
 		opts.UIDLockFile = DefaultUIDLockFile
