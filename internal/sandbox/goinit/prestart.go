@@ -40,7 +40,7 @@ func startPrestart(spec initproto.PrestartSpec, out output) (*prestarted, error)
 			Dir:   spec.Dir,
 			Env:   spec.Env,
 			Files: []uintptr{devNull.Fd(), out[0], out[1], r.Fd()},
-			Sys:   userSession(),
+			Sys:   userProcessGroup(),
 		})
 	})
 	if err != nil {
@@ -69,11 +69,6 @@ func (p *prestarted) deliver(job initproto.JobMessage) (int, error) {
 	return p.pid, nil
 }
 
-// userSession starts user code in a session (and process group) of its
-// own: a signal to its group never reaches the reaper (see shield.go), and
-// it cannot join the reaper's group, which is in another session.
-func userSession() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setsid: true} }
-
 // startCold starts the job's command as a new process.
 func startCold(job initproto.JobMessage, out output) (int, error) {
 	devNull, err := os.Open("/dev/null")
@@ -86,7 +81,7 @@ func startCold(job initproto.JobMessage, out output) (int, error) {
 			Dir:   job.Dir,
 			Env:   job.Env,
 			Files: []uintptr{devNull.Fd(), out[0], out[1]},
-			Sys:   userSession(),
+			Sys:   userProcessGroup(),
 		})
 	})
 	if err != nil {

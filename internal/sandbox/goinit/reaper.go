@@ -274,7 +274,9 @@ func runReaper() int {
 	var warm *prestarted
 	if err == nil && setup.Prestart != nil {
 		// A pre-start that fails is not fatal: the job then starts cold.
-		warm, _ = startPrestart(*setup.Prestart, out)
+		if warm, _ = startPrestart(*setup.Prestart, out); warm != nil {
+			leaveUserGroup()
+		}
 	}
 	if !reportReady(status, err) {
 		return 1
@@ -322,7 +324,9 @@ func runProgram(job initproto.JobMessage, warm *prestarted, out output) initprot
 	pid, err := warm.deliver(job)
 	if err != nil {
 		// No (live) pre-started interpreter: start the program cold.
-		pid, err = startCold(job, out)
+		if pid, err = startCold(job, out); err == nil {
+			leaveUserGroup()
+		}
 	}
 	if err != nil {
 		return initproto.ResultMessage{Error: err.Error()}

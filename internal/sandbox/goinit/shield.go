@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -27,16 +28,42 @@ import (
 //     exactly 1..last, below every pid user code will have;
 //   - user code's system calls that signal a task (kill, tkill, tgkill,
 //     rt_sigqueueinfo, rt_tgsigqueueinfo), name one for a signal later
-//     (pidfd_open, fcntl F_SETOWN) or change its limits (prlimit64) are
+//     (pidfd_open, fcntl F_SETOWN), join its process group (setpgid) or
+//     change its limits (prlimit64) are
 //     refused when they name one of those ids; a signal "succeeds" doing
 //     nothing, as Linux's does;
-//   - user code runs in a session of its own (startWithDefaultSignals's
-//     callers), so its process group never holds the reaper;
+//   - once user code's first process has started, in the process group the
+//     reaper had (so that, as on Linux, it is no group's leader and may
+//     start a session), the reaper moves to a group of its own
+//     (leaveUserGroup), which the filter keeps user code from joining: a
+//     signal to user code's group never reaches it;
 //   - /proc/1's guarded entries and /proc/2..last are hidden.
 //
 // What it cannot cover: a thread the Go runtime makes later (it keeps the
 // threads it made, so it needs none while the reaper's few goroutines are
 // all it runs) would not be shielded.
+
+// ownGroup is set once the reaper has left user code's process group.
+var ownGroup bool
+
+// leaveUserGroup moves the reaper to a process group of its own, leaving
+// user code's first process in the one they shared. Nothing of user code
+// has run yet: the interpreter it starts is still loading when this runs.
+func leaveUserGroup() {
+	if !ownGroup {
+		ownGroup = syscall.Setpgid(0, 0) == nil
+	}
+}
+
+// userProcessGroup is how user code's first process starts: in the
+// reaper's group, which the reaper then leaves; if it has left already (a
+// cold start after a pre-started interpreter died), in a group of its own.
+func userProcessGroup() *syscall.SysProcAttr {
+	if ownGroup {
+		return &syscall.SysProcAttr{Setpgid: true}
+	}
+	return nil
+}
 
 // reaperThreads is how many threads prewarmThreads has the runtime make
 // beyond the ones it has: the reaper's goroutines never need more at once.
@@ -189,6 +216,7 @@ func shieldProgram(last uint32) []unix.SockFilter {
 	named(unix.SYS_RT_SIGQUEUEINFO, 0, drop)
 	named(unix.SYS_RT_TGSIGQUEUEINFO, 1, drop)
 	named(unix.SYS_PIDFD_OPEN, 0, refuse)
+	named(unix.SYS_SETPGID, 1, refuse) // the reaper's group is 1
 	// prlimit64(pid, resource, new, old): reading is allowed.
 	{
 		next := a.label()

@@ -36,7 +36,8 @@ func TestShieldFilterKeepsUserCodeOffTheReaper(t *testing.T) {
 	}
 	want := "kill <nil>\ntkill <nil>\nrt_sigqueueinfo <nil>\nprlimit set operation not permitted\nprlimit get <nil>\n" +
 		"pidfd_open operation not permitted\nF_SETOWN operation not permitted\nF_SETOWN -pid operation not permitted\n" +
-		"F_SETOWN_EX operation not permitted\nFIOSETOWN operation not permitted\nF_SETOWN free <nil>\nkill free <nil>\n"
+		"F_SETOWN_EX operation not permitted\nFIOSETOWN operation not permitted\nsetpgid operation not permitted\n" +
+		"F_SETOWN free <nil>\nkill free <nil>\n"
 	if got := string(out); !strings.Contains(got, want) {
 		t.Errorf("helper said\n%s\nwant\n%s", got, want)
 	}
@@ -108,6 +109,7 @@ func TestShieldFilterHelper(t *testing.T) {
 	owner := struct{ kind, pid int32 }{1, int32(guarded)} // struct f_owner_ex, F_OWNER_PID
 	say("F_SETOWN_EX", errno(unix.Syscall(unix.SYS_FCNTL, uintptr(fds[0]), unix.F_SETOWN_EX, uintptr(unsafe.Pointer(&owner)))))
 	say("FIOSETOWN", unix.IoctlSetPointerInt(fds[0], fioSetOwn, guarded))
+	say("setpgid", unix.Setpgid(0, guarded)) // the kernel's own answer would be ESRCH: no such group
 	_, err = unix.FcntlInt(uintptr(fds[0]), unix.F_SETOWN, free)
 	say("F_SETOWN free", err)
 	say("kill free", unix.Kill(free, unix.SIGKILL))
