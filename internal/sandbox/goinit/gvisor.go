@@ -73,9 +73,9 @@ func runOtherRole() (code int, ran bool) {
 // Linux, does not shield a pid namespace's init from signals its own
 // processes send, and a Go program dies of (or stops at) many: beside user
 // code, init would lose the result to a SIGQUIT, SIGSEGV or SIGSTOP sent to
-// pid 1. The reaper shrugs off what it can, init continues it when it is
-// stopped, and its death ends the program's processes but not init's
-// report.
+// pid 1. The reaper shrugs off what it can and shields itself from the
+// rest (shield.go), init continues it when it is stopped, and its death
+// would end the program's processes but not init's report.
 func runGVisorInit() int {
 	// Nothing init inherited beyond its five descriptors may reach user
 	// code, whatever the engine's own parent left open in it.

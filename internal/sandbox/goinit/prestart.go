@@ -40,6 +40,7 @@ func startPrestart(spec initproto.PrestartSpec, out output) (*prestarted, error)
 			Dir:   spec.Dir,
 			Env:   spec.Env,
 			Files: []uintptr{devNull.Fd(), out[0], out[1], r.Fd()},
+			Sys:   userProcessGroup(),
 		})
 	})
 	if err != nil {
@@ -80,6 +81,7 @@ func startCold(job initproto.JobMessage, out output) (int, error) {
 			Dir:   job.Dir,
 			Env:   job.Env,
 			Files: []uintptr{devNull.Fd(), out[0], out[1]},
+			Sys:   userProcessGroup(),
 		})
 	})
 	if err != nil {

@@ -22,11 +22,12 @@ import (
 //
 // The reaper is as exposed as init used to be (the Sentry lets a pid
 // namespace's processes signal its init), and made as hard to end: it
-// catches the signals that would end a Go program (shieldFromSignals), and
-// init continues it when it is stopped. What still ends it (SIGKILL, a
-// fault signal with a made-up origin) ends the program's processes with
-// it, as the end of a pid namespace's init does; init then reports that,
-// with the return files.
+// catches the signals that would end a Go program (shieldFromSignals),
+// keeps user code's signals, limit changes and /proc reads off itself as
+// Linux keeps them off a namespace's init (shield.go), and init continues
+// it when it is stopped. Should anything still end it, that ends the
+// program's processes with it, as the end of a pid namespace's init does;
+// init then reports that, with the return files.
 
 // gvisorRoleReaper is the reaper's role (argv[1], with GVisorInitPath as
 // argv[0]); init starts it from its own image.
@@ -273,7 +274,9 @@ func runReaper() int {
 	var warm *prestarted
 	if err == nil && setup.Prestart != nil {
 		// A pre-start that fails is not fatal: the job then starts cold.
-		warm, _ = startPrestart(*setup.Prestart, out)
+		if warm, _ = startPrestart(*setup.Prestart, out); warm != nil {
+			leaveUserGroup()
+		}
 	}
 	if !reportReady(status, err) {
 		return 1
@@ -289,7 +292,8 @@ func runReaper() int {
 
 // prepareReaper gives the reaper's pid namespace its own /proc (the one
 // runsc mounted shows init's namespace), hidden and frozen where init's is,
-// and confines the reaper as init confines itself.
+// shields the reaper from user code (shield.go) and confines it as init
+// confines itself.
 func prepareReaper(setup initproto.SetupMessage) error {
 	// Nothing mounted here may reach init's mount namespace.
 	if err := mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
@@ -301,7 +305,14 @@ func prepareReaper(setup initproto.SetupMessage) error {
 	if err := maskProc("/", setup); err != nil {
 		return err
 	}
-	return lockDownGVisor(setup)
+	shield, err := shieldReaper("/")
+	if err != nil {
+		return err
+	}
+	if err := lockDownGVisor(setup); err != nil {
+		return err
+	}
+	return installShield(shield)
 }
 
 // runProgram runs the job's program (handing it to the pre-started
@@ -313,7 +324,9 @@ func runProgram(job initproto.JobMessage, warm *prestarted, out output) initprot
 	pid, err := warm.deliver(job)
 	if err != nil {
 		// No (live) pre-started interpreter: start the program cold.
-		pid, err = startCold(job, out)
+		if pid, err = startCold(job, out); err == nil {
+			leaveUserGroup()
+		}
 	}
 	if err != nil {
 		return initproto.ResultMessage{Error: err.Error()}

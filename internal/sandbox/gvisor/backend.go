@@ -59,6 +59,12 @@ type Options struct {
 	// file per runsc process): for diagnosing runsc itself, never in
 	// production (they are large and slow every sandbox down).
 	DebugLogDir string
+	// ProbeCacheDir keeps the start-up probe's verdict for this boot,
+	// shared by engines (default hostside.DefaultProbeCacheDir).
+	ProbeCacheDir string
+	// bootIDFile names the host's boot for the probe's verdict (tests:
+	// another boot); empty is the kernel's.
+	bootIDFile string
 }
 
 // Backend creates gVisor sandboxes.
@@ -101,6 +107,9 @@ func New(opts Options) (*Backend, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.ProbeCacheDir == "" {
+		opts.ProbeCacheDir = hostside.DefaultProbeCacheDir
 	}
 	if os.Geteuid() != 0 {
 		return nil, errors.New("the gvisor isolation level needs root: runsc creates namespaces, cgroups and (for egress) packet sockets; run as root or use --isolation namespaces")

@@ -31,14 +31,16 @@
 //   - Destroy lets runsc remove the container, force-deletes it otherwise,
 //     and removes cgroups on every hierarchy and the bundle; New removes what
 //     a crashed engine left, and proves with one small sandbox that runsc
-//     runs here (KVM platform when it works, else systrap).
+//     runs here (KVM platform when it works, else systrap); the verdict is
+//     kept for the host's boot (hostside.ProbeCache), so later engines
+//     skip the probe and a KVM that hangs costs its timeout once per boot.
 //
 // Differences from the namespaces backend that callers may notice: the
 // root's writable layer is limited in size but not in inodes; gVisor does
-// not shield a pid namespace's init from its own processes' signals, so a
-// program that sends pid 1 (the reaper) SIGKILL ends all its own processes
-// (reported as exit 137 with a note; return files are kept); mounts show
-// "none" as their source; inotify, signal queues and message queues are
+// not shield a pid namespace's init from its own processes' signals, so the
+// reaper shields itself (goinit's shield.go): the same signals are dropped
+// and the same /proc entries kept from user code, but hidden (empty)
+// rather than refused; mounts show "none" as their source; inotify, signal queues and message queues are
 // the Sentry's own, bounded by the sandbox's memory, not by the kernel's
 // per-user quotas; and system calls are much slower.
 //

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -24,14 +23,13 @@ const probeUIDBase = 1_000_000_000
 
 // choosePlatform runs the probe on the configured platform, or on KVM when
 // /dev/kvm is usable and on systrap otherwise, and fails New with what is
-// missing when no platform runs a sandbox.
+// missing when no platform runs a sandbox. A verdict is kept for this boot
+// of the host (hostside.ProbeCache): a one-shot `scratchrun exec` after
+// another engine pays for one sandbox, not two, and a KVM platform that
+// hangs costs its timeout once per boot.
 func (b *Backend) choosePlatform() error {
 	marker := b.probeMarker()
-	if data, err := os.ReadFile(marker); err == nil {
-		// This boot already proved these binaries run here (the state
-		// directory is on a RAM file system): a one-shot `scratchrun exec`
-		// then pays for one sandbox, not two.
-		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if lines, ok := b.probeCache().Read(marker); ok {
 		b.platform = lines[0]
 		b.limitations = append(b.limitations, lines[1:]...)
 		b.probeCached = true
@@ -41,20 +39,32 @@ func (b *Backend) choosePlatform() error {
 	if err := b.probeEach(); err != nil {
 		return err
 	}
-	content := strings.Join(append([]string{b.platform}, b.limitations[limitationsBefore:]...), "\n")
-	if err := os.WriteFile(marker, []byte(content+"\n"), 0o644); err != nil {
-		b.opts.Logger.Warn("recording the gVisor probe", "err", err)
-	}
+	b.record(marker, append([]string{b.platform}, b.limitations[limitationsBefore:]...))
 	return nil
 }
 
-// probeMarker names the file that records a successful probe of exactly
-// these binaries on this kernel with these options.
+func (b *Backend) probeCache() hostside.ProbeCache {
+	return hostside.ProbeCache{Dir: b.opts.ProbeCacheDir, BootIDFile: b.opts.bootIDFile}
+}
+
+func (b *Backend) record(marker string, lines []string) {
+	if err := b.probeCache().Record(marker, lines); err != nil {
+		b.opts.Logger.Warn("recording the gVisor probe", "err", err)
+	}
+}
+
+// probeMarker names the verdict of a probe of exactly these binaries with
+// these options on this boot.
 func (b *Backend) probeMarker() string {
-	var uts unix.Utsname
-	_ = unix.Uname(&uts)
-	return hostside.ProbeMarker(b.opts.StateDir, "probed-", []string{b.runsc},
-		b.runsc, b.initPath, b.opts.Platform, b.opts.CgroupParent, b.cgroups != nil, unix.ByteSliceToString(uts.Release[:]))
+	return b.probeCache().Marker("gvisor-probe-", []string{b.runsc, b.initPath},
+		b.runsc, b.initPath, b.opts.Platform, b.opts.CgroupParent, b.cgroups != nil)
+}
+
+// kvmMarker names the verdict of the KVM platform for this runsc on this
+// boot, kept apart from the whole probe's: whatever else fails or changes,
+// a KVM that hangs is not tried again until the host reboots.
+func (b *Backend) kvmMarker() string {
+	return b.probeCache().Marker("gvisor-kvm-", []string{b.runsc}, b.runsc)
 }
 
 // probeEach tries the platforms in order of preference.
@@ -67,12 +77,15 @@ func (b *Backend) probeEach() error {
 		return nil
 	}
 	if err := kvmUsable(); err == nil {
-		if err := b.probe(PlatformKVM); err == nil {
+		if why, failed := b.probeCache().Read(b.kvmMarker()); failed {
+			b.limitations = append(b.limitations, kvmLimitation(why[0]))
+		} else if err := b.probe(PlatformKVM); err == nil {
 			b.platform = PlatformKVM
 			return nil
 		} else {
-			b.limitations = append(b.limitations, fmt.Sprintf(
-				"gVisor's KVM platform does not work on this host (%v); sandboxes use the slower systrap platform", hostside.FirstLine(err.Error())))
+			why := hostside.FirstLine(err.Error())
+			b.record(b.kvmMarker(), []string{why})
+			b.limitations = append(b.limitations, kvmLimitation(why))
 		}
 	}
 	if err := b.probe(PlatformSystrap); err != nil {
@@ -80,6 +93,10 @@ func (b *Backend) probeEach() error {
 	}
 	b.platform = PlatformSystrap
 	return nil
+}
+
+func kvmLimitation(why string) string {
+	return fmt.Sprintf("gVisor's KVM platform does not work on this host (%v); sandboxes use the slower systrap platform", why)
 }
 
 // kvmUsable reports why KVM cannot be used, nil when /dev/kvm opens.

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/scratchrun/scratchrun/internal/sandbox/hostside"
 )
 
 // PinnedRunscVersion is the gVisor version ScratchRun is built and tested
@@ -101,7 +103,7 @@ func (b *Backend) runscCommand(timeout time.Duration, args ...string) ([]byte, e
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
+	err := hostside.RunChild(cmd)
 	data := out.Bytes()
 	if len(data) > 4096 {
 		data = data[:4096]

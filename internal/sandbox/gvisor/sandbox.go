@@ -148,7 +148,8 @@ func (s *gvSandbox) startRunsc(platform string, cfg sandbox.Config) error {
 		},
 	}
 	s.waitDone = make(chan struct{})
-	if err := s.cmd.Start(); err != nil {
+	// The parent-death signal must follow the engine, not this thread.
+	if err := hostside.StartChild(s.cmd); err != nil {
 		close(s.waitDone)
 		s.cmd = nil
 		return fmt.Errorf("start runsc: %w", err)

@@ -5,9 +5,12 @@
 // sandbox's output to the job's writers, turning init's report into an
 // Outcome, readying a sandbox's cgroup for its job, the steps of a
 // sandbox's life every backend takes alike (start or destroy, one job,
-// teardown), the start-up probe, the engine instance names that tell a dead
-// engine's leftovers from a live one's and the sweep of those leftovers,
-// and the copy of the Go init a backend executes.
+// teardown), the start-up probe and its verdict kept for the host's boot
+// (ProbeCache), the engine instance names that tell a dead engine's
+// leftovers from a live one's and the sweep of those leftovers, the copy of
+// the Go init a backend executes, and the starter (StartChild) that forks
+// every child with a parent-death signal from a thread that lives as long
+// as the engine.
 //
 // A backend leaf (namespaces, gvisor, ...) adds only what is its own: how a
 // sandbox is started, killed and waited for. Everything an init says is

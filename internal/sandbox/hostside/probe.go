@@ -59,17 +59,74 @@ func FirstLine(s string) string {
 	return line
 }
 
-// ProbeMarker names the file in dir that keeps a probe's verdict: prefix
-// and a hash of everything the verdict depends on, the facts given and the
-// size and modification time of each of files (the binaries it ran), so
-// that a change to any of them means a new probe.
-func ProbeMarker(dir, prefix string, files []string, facts ...any) string {
+// DefaultProbeCacheDir keeps the probes' verdicts, shared by the engines of
+// a host: a RAM file system, and the verdicts name the boot anyway.
+const DefaultProbeCacheDir = "/run/scratchrun"
+
+// ProbeCache keeps start-up probes' verdicts for one boot of the host, so
+// that an engine (a one-shot `scratchrun exec` above all) skips a probe
+// another engine already ran since the host booted: a KVM that hangs costs
+// its timeout once per boot, not once per engine.
+type ProbeCache struct {
+	// Dir holds the verdicts.
+	Dir string
+	// BootIDFile names this boot of the host; empty means the kernel's
+	// (/proc/sys/kernel/random/boot_id). Tests name another boot with it.
+	BootIDFile string
+}
+
+// Marker names the file in c.Dir that keeps a probe's verdict: prefix and
+// a hash of everything the verdict depends on, this boot of the host, the
+// facts given and the size and modification time of each of files (the
+// binaries it ran), so that a reboot or a change to any of them means a
+// new probe.
+func (c ProbeCache) Marker(prefix string, files []string, facts ...any) string {
+	bootFile := c.BootIDFile
+	if bootFile == "" {
+		bootFile = "/proc/sys/kernel/random/boot_id"
+	}
+	boot, _ := os.ReadFile(bootFile)
 	h := sha256.New()
+	fmt.Fprintln(h, strings.TrimSpace(string(boot)))
 	fmt.Fprintln(h, facts...)
 	for _, f := range files {
 		if fi, err := os.Stat(f); err == nil {
 			fmt.Fprintln(h, fi.Size(), fi.ModTime().UnixNano())
 		}
 	}
-	return filepath.Join(dir, fmt.Sprintf("%s%x", prefix, h.Sum(nil)[:12]))
+	return filepath.Join(c.Dir, fmt.Sprintf("%s%x", prefix, h.Sum(nil)[:12]))
+}
+
+// Read returns the lines of the verdict kept in marker; false when there
+// is none (or an empty one).
+func (c ProbeCache) Read(marker string) ([]string, bool) {
+	data, err := os.ReadFile(marker)
+	if err != nil || len(bytes.TrimSpace(data)) == 0 {
+		return nil, false
+	}
+	return strings.Split(strings.TrimRight(string(data), "\n"), "\n"), true
+}
+
+// Record keeps lines as the verdict in marker, whole or not at all (an
+// engine reading it meanwhile sees none, never half of one).
+func (c ProbeCache) Record(marker string, lines []string) error {
+	if err := os.MkdirAll(filepath.Dir(marker), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(marker), ".probe-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.WriteString(strings.Join(lines, "\n") + "\n")
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), marker)
+	}
+	return err
 }

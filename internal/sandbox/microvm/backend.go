@@ -82,6 +82,10 @@ type Options struct {
 	// NoSnapshots boots every guest, rather than restoring a saved,
 	// booted one (see snapshot.go).
 	NoSnapshots bool
+	// UIDLockFile is where the engines of a host take QEMU's uids, so
+	// that no two live VMs share one (default DefaultUIDLockFile): every
+	// engine of a host must use the same.
+	UIDLockFile string
 }
 
 // Backend creates microVM sandboxes.
@@ -103,6 +107,7 @@ type Backend struct {
 	limitations   []string
 	confinement   hostside.Confinement
 	snapshots     *snapshots // nil: every guest boots
+	uids          *vmmUIDs
 }
 
 var (
@@ -135,7 +140,10 @@ func New(opts Options) (*Backend, error) {
 		opts.KVMDevice = "/dev/kvm"
 	}
 	if opts.ProbeCacheDir == "" {
-		opts.ProbeCacheDir = "/run/scratchrun"
+		opts.ProbeCacheDir = hostside.DefaultProbeCacheDir
+	}
+	if opts.UIDLockFile == "" {
+		opts.UIDLockFile = DefaultUIDLockFile
 	}
 	if opts.Accel != "" && opts.Accel != AccelKVM && opts.Accel != AccelTCG {
 		return nil, fmt.Errorf("microvm accelerator %q: want kvm or tcg", opts.Accel)
@@ -199,6 +207,9 @@ func New(opts Options) (*Backend, error) {
 	// is left of a dead engine's sandboxes is their cgroups.
 	n, err := hostside.SweepDeadEngines(b.cgroups)
 	hostside.LogSweep(opts.Logger, "microVM sandboxes", n, err)
+	if b.uids, err = openVMMUIDs(opts.UIDLockFile); err != nil {
+		return nil, err
+	}
 	if err := b.chooseAccel(); err != nil {
 		b.Close()
 		return nil, err
@@ -233,6 +244,9 @@ func (b *Backend) Close() error {
 	}
 	if b.cgroups != nil {
 		errs = append(errs, b.cgroups.RemoveParent())
+	}
+	if b.uids != nil {
+		errs = append(errs, b.uids.close())
 	}
 	return errors.Join(errs...)
 }

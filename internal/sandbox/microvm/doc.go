@@ -10,8 +10,11 @@
 //     emulation, see QEMUVMM), KVM where /dev/kvm can boot a guest (probed at start)
 //     and software emulation (TCG) otherwise, said at start and in
 //     GET /v1/runtimes. QEMU runs as an unprivileged uid of its own per
-//     sandbox, under its own seccomp filter (-sandbox), in a host cgroup
-//     that bounds it from outside, and dies with the engine.
+//     sandbox, taken host-wide (vmmuid.go: no two live VMs share one,
+//     whichever engine started them), under its own seccomp filter
+//     (-sandbox), in a host cgroup that bounds it from outside, and dies
+//     with the engine (started by hostside.StartChild, whose thread lives
+//     as long as the engine).
 //   - The guest boots Debian's cloud kernel (scripts/install-microvm.sh
 //     caches it) with an initramfs of the Go init and the few modules it
 //     loads (virtio PCI, block, serial ports, EROFS, overlayfs, net). Its

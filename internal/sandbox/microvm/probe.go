@@ -43,9 +43,9 @@ func (b *Backend) chooseAccel() error {
 		return nil
 	}
 	marker := b.probeMarker()
-	if data, err := os.ReadFile(marker); err == nil {
-		accel, why, _ := strings.Cut(strings.TrimSpace(string(data)), "\n")
-		if accel == AccelKVM || accel == AccelTCG {
+	if lines, ok := b.probeCache().Read(marker); ok {
+		why := strings.Join(lines[1:], " ")
+		if accel := lines[0]; accel == AccelKVM || accel == AccelTCG {
 			b.useAccel(accel, why)
 			return nil
 		}
@@ -108,21 +108,20 @@ func (b *Backend) probeKVM() error {
 }
 
 func (b *Backend) remember(marker, accel, why string) {
-	if err := os.MkdirAll(filepath.Dir(marker), 0o755); err == nil {
-		err = os.WriteFile(marker, []byte(accel+"\n"+why+"\n"), 0o644)
-		if err != nil {
-			b.opts.Logger.Warn("recording the microVM probe", "err", err)
-		}
+	if err := b.probeCache().Record(marker, []string{accel, why}); err != nil {
+		b.opts.Logger.Warn("recording the microVM probe", "err", err)
 	}
+}
+
+func (b *Backend) probeCache() hostside.ProbeCache {
+	return hostside.ProbeCache{Dir: b.opts.ProbeCacheDir}
 }
 
 // probeMarker names the verdict of this QEMU, kernel and KVM device on
 // this boot.
 func (b *Backend) probeMarker() string {
-	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	qemu := b.vmm.(*QEMUVMM).Binary
-	return hostside.ProbeMarker(b.opts.ProbeCacheDir, "microvm-accel-", []string{qemu, b.kernel.Image},
-		qemu, b.kernel.Image, b.opts.KVMDevice, string(boot))
+	return b.probeCache().Marker("microvm-accel-", []string{qemu, b.kernel.Image}, qemu, b.kernel.Image, b.opts.KVMDevice)
 }
 
 // kvmUsable reports why device cannot run a VM, nil when it can create

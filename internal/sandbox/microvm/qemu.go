@@ -15,6 +15,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/scratchrun/scratchrun/internal/sandbox/goinit"
+
+	"github.com/scratchrun/scratchrun/internal/sandbox/hostside"
 )
 
 // QEMUVMM runs machines with QEMU's q35 machine type cut down (no SATA,
@@ -115,7 +117,8 @@ func (q *QEMUVMM) Start(spec MachineSpec, join func(pid int) error) (VM, error) 
 			Credential: spec.Credential,
 		},
 	}
-	if err := cmd.Start(); err != nil {
+	// The parent-death signal must follow the engine, not this thread.
+	if err := hostside.StartChild(cmd); err != nil {
 		monitor.Close()
 		return nil, fmt.Errorf("start %s: %w", q.Binary, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/scratchrun/scratchrun/internal/sandbox"
+	"github.com/scratchrun/scratchrun/internal/sandbox/hostside"
 )
 
 // A runtime image is a host directory whose files the image store owns
@@ -202,7 +203,7 @@ func shiftNamespace(base uint32) (*os.File, error) {
 	}
 	m := []syscall.SysProcIDMap{{ContainerID: int(base), HostID: 0, Size: 65536}}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER, UidMappings: m, GidMappings: m, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	if err := hostside.StartChild(cmd); err != nil {
 		stdin.Close()
 		return nil, fmt.Errorf("make an idmapping namespace: %w", err)
 	}

@@ -44,6 +44,7 @@ type vmSandbox struct {
 	id         string
 	backend    *Backend
 	seq        uint64
+	vmmUID     uint32 // QEMU's uid, 0 when it runs as root or has none yet
 	group      *cgroups.Group
 	vm         VM
 	conn       *hostside.Conn
@@ -101,9 +102,13 @@ func (s *vmSandbox) start(ctx context.Context, cfg sandbox.Config, accel string)
 			return err
 		}
 	}
+	cred, err := s.vmmCredential()
+	if err != nil {
+		return err
+	}
 	spec := MachineSpec{
 		Accel: accel, Kernel: b.kernel.Image, Initrd: b.initramfs, Cmdline: kernelCmdline(),
-		MemoryMB: memMB, CPUs: vcpus(cfg.CPUs), Drive: drive, Credential: b.vmmCredential(s.seq),
+		MemoryMB: memMB, CPUs: vcpus(cfg.CPUs), Drive: drive, Credential: cred,
 	}
 	pipes, vmEnds, err := s.ports(&spec)
 	if err != nil {
@@ -349,13 +354,19 @@ func (s *vmSandbox) Destroy() sandbox.Teardown {
 	}
 	s.destroyed = true
 	var errs []error
+	gone := true
 	if s.vm != nil {
 		s.vm.Kill()
 		select {
 		case <-s.vm.Done():
 		case <-time.After(exitTimeout):
+			gone = false
 			errs = append(errs, fmt.Errorf("QEMU (pid %d) did not end after SIGKILL", s.vm.Pid()))
 		}
+	}
+	if s.vmmUID != 0 && gone {
+		// A QEMU still running keeps its uid from every later VM.
+		s.backend.uids.release(s.vmmUID)
 	}
 	if s.conn != nil {
 		_ = s.conn.Close()
@@ -382,27 +393,26 @@ func (s *vmSandbox) Destroy() sandbox.Teardown {
 func (s *vmSandbox) MemoryUsage() int64 { return hostside.GroupMemory(s.group) }
 
 // vmmCredential is who QEMU runs as: an unprivileged uid of its own per
-// sandbox (no two VMMs can signal or trace each other, and one taken over
-// by its guest holds no host privilege), with the group of /dev/kvm when
-// the machine uses KVM.
-func (b *Backend) vmmCredential(seq uint64) *syscall.Credential {
+// sandbox, among every live VM of the host (no two VMMs can signal or
+// trace each other, and one taken over by its guest holds no host
+// privilege), with the group of /dev/kvm when the machine uses KVM. The
+// uid is the sandbox's until Destroy has seen QEMU gone (vmmUIDs).
+func (s *vmSandbox) vmmCredential() (*syscall.Credential, error) {
+	b := s.backend
 	if b.vmmAsRoot {
-		return nil
+		return nil, nil
 	}
-	id := uint32(vmmUIDBase + seq%vmmUIDCount)
+	id, err := b.uids.acquire()
+	if err != nil {
+		return nil, err
+	}
+	s.vmmUID = id
 	c := &syscall.Credential{Uid: id, Gid: id, NoSetGroups: false}
 	if b.kvmGroup >= 0 {
 		c.Groups = []uint32{uint32(b.kvmGroup)}
 	}
-	return c
+	return c, nil
 }
-
-// QEMU's uids: a range no host account or other backend uses (the
-// namespaces backend's sandbox owners start at 1100000000).
-const (
-	vmmUIDBase  = 1_200_000_000
-	vmmUIDCount = 1 << 20
-)
 
 // vmmPids bounds QEMU's threads (vCPUs, I/O workers, RCU) on the host.
 const vmmPids = 256

@@ -31,6 +31,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/scratchrun/scratchrun/internal/sandbox/hostside"
 )
 
 // sources are the helper's C files and its build recipe (c/build.sh).
@@ -169,25 +171,14 @@ func Start(path string) (*Spawner, error) {
 		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setsid: true},
 	}
 	// PR_SET_PDEATHSIG fires when the thread that started the helper exits,
-	// not the process: start it from a thread locked to a goroutine that
-	// lives as long as the helper, so no goroutine that exits while locked
-	// to its thread (they do, after setns) can take the helper down.
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		if err := cmd.Start(); err != nil {
-			runtime.UnlockOSThread()
-			started <- err
-			return
-		}
-		started <- nil
-		_ = cmd.Wait()
-		// The helper is gone; let the runtime retire this thread.
-	}()
-	if err := <-started; err != nil {
+	// not the process: the starter's thread lives as long as the engine, so
+	// no goroutine that exits while locked to its thread (they do, after
+	// setns) can take the helper down.
+	if err := hostside.StartChild(cmd); err != nil {
 		unix.Close(pair[0])
 		return nil, fmt.Errorf("start %s: %w", path, err)
 	}
+	go func() { _ = cmd.Wait() }() // reaped whenever it ends
 	s := &Spawner{sock: pair[0], cmd: cmd}
 	tv := unix.NsecToTimeval(replyTimeout.Nanoseconds())
 	if err := unix.SetsockoptTimeval(s.sock, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
