@@ -50,6 +50,11 @@ type Config struct {
 	Replicas int
 	// Timing tunes beats and how soon a silent worker is lost.
 	Timing Timing
+	// MaxResultBytes bounds the JSON of one result whatever a worker's
+	// caps say (default DefaultMaxResultBytes): each call holds at most
+	// what its result may weigh of its worker's answers, and a worker
+	// that sends more loses the call.
+	MaxResultBytes int64
 	// Only, when set, keeps placement to these workers (a benchmark
 	// measuring one worker among others registered).
 	Only []string
@@ -111,6 +116,8 @@ type Frontend struct {
 
 	boxMu sync.Mutex
 	boxes map[string]*mailbox
+	// held is what the calls hold of their workers' answers.
+	held heldBytes
 
 	randMu sync.Mutex
 	rand   *rand.Rand
@@ -136,6 +143,9 @@ func New(ctx context.Context, cfg Config) (*Frontend, error) {
 	}
 	if cfg.Choices <= 0 {
 		cfg.Choices = DefaultChoices
+	}
+	if cfg.MaxResultBytes <= 0 {
+		cfg.MaxResultBytes = DefaultMaxResultBytes
 	}
 	t := cfg.Timing.withDefaults()
 	f := &Frontend{cfg: cfg, t: t, nc: cfg.Conn, reg: newRegistry(t.LiveWindow, t.Beat), log: cfg.Logger,
