@@ -177,43 +177,6 @@ func New(ctx context.Context, cfg Config) (*Frontend, error) {
 	return f, nil
 }
 
-// openRegistry creates the bucket of live workers, or binds the one
-// there: in memory (nothing of it is worth a disk), one value per key,
-// entries expiring ttl after their last heartbeat.
-func openRegistry(ctx context.Context, nc *nats.Conn, ttl time.Duration, replicas int, log *slog.Logger) (jetstream.KeyValue, error) {
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, fmt.Errorf("frontend: JetStream: %w", err)
-	}
-	if replicas <= 0 {
-		replicas = 1
-		if nc.ConnectedClusterName() != "" {
-			replicas = 3
-		}
-	}
-	kvc := jetstream.KeyValueConfig{Bucket: cluster.RegistryBucket, Description: "ScratchRun's live workers (heartbeats; expire on silence)",
-		History: 1, TTL: ttl, Storage: jetstream.MemoryStorage, Replicas: replicas, MaxValueSize: 1 << 20}
-	for {
-		kv, err := js.CreateOrUpdateKeyValue(ctx, kvc)
-		if err == nil {
-			return kv, nil
-		}
-		// Another front end (or the operator) made it otherwise: use it as
-		// it is.
-		if existing, berr := js.KeyValue(ctx, cluster.RegistryBucket); berr == nil {
-			log.Warn("the registry bucket exists with other settings; using it as it is", "err", err)
-			return existing, nil
-		}
-		// JetStream may still be electing its leaders (servers started
-		// together with the front end): try again until ctx gives up.
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("frontend: open the registry of workers (JetStream must be enabled on the NATS servers): %w", err)
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
-}
-
 // watch keeps the view of workers in step with the registry, and watches
 // afresh when the watch falls silent (its consumer lost with a node).
 func (f *Frontend) watch() {
