@@ -41,6 +41,9 @@ type Config struct {
 	Runtimes []string
 	// Aliases, when set, reports the engine's runtime aliases (alias ->
 	// runtime), published so that front ends place calls that name one.
+	// It may be slow (it rescans the image store): it is asked once at
+	// Start and then once a beat on a goroutine of its own, and nothing
+	// waits for it but the next alias list.
 	Aliases func() map[string]string
 	// Version is the worker's scratchrun version, published.
 	Version string
@@ -104,12 +107,16 @@ type Worker struct {
 	cancelBase context.CancelFunc
 	runs       sync.WaitGroup
 	stopBeats  chan struct{}
-	beatsDone  chan struct{}
+	// loops are the heartbeat's and the expiries' goroutines (not the
+	// aliases', which may be stuck in a slow rescan: it ends at its next
+	// beat).
+	loops sync.WaitGroup
 
 	mu    sync.Mutex
 	calls map[string]*call
-	// aliases are Config.Aliases as of the last heartbeat: asking the
-	// image store rescans it, which a call's path should not wait for.
+	// aliases are Config.Aliases as last read: asking the image store
+	// rescans it, which neither a call's path nor the heartbeat should
+	// wait for.
 	aliases  map[string]string
 	tombs    map[string]time.Time
 	draining bool
@@ -129,7 +136,7 @@ func Start(cfg Config) (*Worker, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	w := &Worker{cfg: cfg, t: cfg.Timing.withDefaults(), instance: nuid.Next(), log: cfg.Logger.With("worker", cfg.ID),
-		calls: map[string]*call{}, tombs: map[string]time.Time{}, stopBeats: make(chan struct{}), beatsDone: make(chan struct{})}
+		calls: map[string]*call{}, tombs: map[string]time.Time{}, stopBeats: make(chan struct{})}
 	if len(cfg.Runtimes) > 0 {
 		w.offered = map[string]bool{}
 		for _, rt := range cfg.Runtimes {
@@ -137,6 +144,7 @@ func Start(cfg Config) (*Worker, error) {
 		}
 	}
 	w.base, w.cancelBase = context.WithCancel(context.Background())
+	w.readAliases()
 	if _, err := w.registration(); err != nil {
 		w.cancelBase()
 		return nil, err
@@ -162,7 +170,12 @@ func Start(cfg Config) (*Worker, error) {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
 	w.publishRegistration()
+	w.loops.Add(2)
 	go w.beats()
+	go w.expiries()
+	if cfg.Aliases != nil {
+		go w.aliasLoop()
+	}
 	return w, nil
 }
 
@@ -218,7 +231,7 @@ func (w *Worker) Close() {
 	w.cancelBase()
 	w.runs.Wait()
 	close(w.stopBeats)
-	<-w.beatsDone
+	w.loops.Wait()
 	if w.sub != nil {
 		w.sub.Unsubscribe()
 	}
@@ -260,12 +273,8 @@ func (w *Worker) registration() (cluster.Registration, error) {
 		OutputLimitBytes: info.OutputLimitBytes, MaxReturnBytes: info.MaxReturnBytes,
 		Free: adm.Free, Running: adm.Running, Capacity: adm.Capacity, Heartbeat: time.Now().UTC(),
 	}
-	var aliases map[string]string
-	if w.cfg.Aliases != nil {
-		aliases = w.cfg.Aliases()
-	}
 	w.mu.Lock()
-	w.aliases = aliases
+	aliases := w.aliases
 	w.mu.Unlock()
 	for _, rt := range info.Runtimes {
 		if w.offers(rt.Name, nil) {
@@ -313,10 +322,9 @@ func (w *Worker) deregister() {
 	w.cfg.Conn.Flush()
 }
 
-// beats publishes the registration every beat (until draining) and
-// expires what waited too long.
+// beats publishes the registration every beat, until draining.
 func (w *Worker) beats() {
-	defer close(w.beatsDone)
+	defer w.loops.Done()
 	tick := time.NewTicker(w.t.Beat)
 	defer tick.Stop()
 	for {
@@ -331,8 +339,51 @@ func (w *Worker) beats() {
 		if !draining {
 			w.publishRegistration()
 		}
-		w.expire(time.Now())
 	}
+}
+
+// expiries expire what waited too long, every beat, on a loop of their
+// own: killing the run of a caller that fell silent must not wait for the
+// engine to describe itself or the image store to be rescanned.
+func (w *Worker) expiries() {
+	defer w.loops.Done()
+	tick := time.NewTicker(w.t.Beat)
+	defer tick.Stop()
+	for {
+		select {
+		case <-w.stopBeats:
+			return
+		case <-tick.C:
+			w.expire(time.Now())
+		}
+	}
+}
+
+// aliasLoop reads the aliases again every beat, for the registration and
+// the calls to use as last read.
+func (w *Worker) aliasLoop() {
+	tick := time.NewTicker(w.t.Beat)
+	defer tick.Stop()
+	for {
+		select {
+		case <-w.stopBeats:
+			return
+		case <-tick.C:
+			w.readAliases()
+		}
+	}
+}
+
+// readAliases asks Config.Aliases (a rescan of the image store) and keeps
+// what it says.
+func (w *Worker) readAliases() {
+	if w.cfg.Aliases == nil {
+		return
+	}
+	aliases := w.cfg.Aliases()
+	w.mu.Lock()
+	w.aliases = aliases
+	w.mu.Unlock()
 }
 
 // expire forgets offers that never got their go, kills runs whose caller
