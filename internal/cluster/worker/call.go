@@ -20,6 +20,9 @@ type call struct {
 	parts  [][]byte
 	have   int
 	goSeen bool
+	// reserved is what the offer holds of the worker's room for offers
+	// (its parts at their largest) until it starts or is forgotten.
+	reserved int64
 	// created is when the offer came; heard when the caller last sent a
 	// frame; finished when the last frame went out.
 	created, heard, finished time.Time

@@ -105,8 +105,12 @@ func (w *Worker) offerLocked(id string, m *nats.Msg) {
 		return
 	}
 	now := time.Now()
-	c := &call{id: id, reply: m.Reply, caller: m.Header.Get(cluster.HeaderCaller), state: cluster.StateWaiting,
-		parts: make([][]byte, n), created: now, heard: now}
+	c := &call{id: id, reply: m.Reply, caller: m.Header.Get(cluster.HeaderCaller), state: cluster.StateWaiting, created: now, heard: now}
+	if r := w.holdOfferLocked(c, n); r != nil {
+		w.refuseLocked(m, cluster.Failure{Refusal: r})
+		return
+	}
+	c.parts = make([][]byte, n)
 	c.parts[0], c.have = m.Data, 1
 	if c.parts[0] == nil {
 		c.parts[0] = []byte{}

@@ -20,6 +20,7 @@ func (w *Worker) startIfCompleteLocked(c *call) {
 		return
 	}
 	c.state = cluster.StateRunning
+	w.waiting.release(c)
 	ctx, cancel := context.WithCancel(w.base)
 	c.cancel = cancel
 	body := bytes.Join(c.parts, nil)

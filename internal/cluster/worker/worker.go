@@ -121,6 +121,11 @@ type Worker struct {
 	tombs    map[string]time.Time
 	draining bool
 	stopped  bool
+	// capacity is the engine's admission's upper bound on calls, as of
+	// the last heartbeat; waiting counts what the offers not yet started
+	// hold (see holdOfferLocked).
+	capacity int
+	waiting  waitingOffers
 }
 
 // Start subscribes to the worker's calls, publishes its registration and
@@ -275,6 +280,7 @@ func (w *Worker) registration() (cluster.Registration, error) {
 	}
 	w.mu.Lock()
 	aliases := w.aliases
+	w.capacity = adm.Capacity
 	w.mu.Unlock()
 	for _, rt := range info.Runtimes {
 		if w.offers(rt.Name, nil) {
@@ -419,6 +425,9 @@ func (w *Worker) expire(now time.Time) {
 // forgetLocked drops a call that never ran and remembers its id, so that
 // a late go cannot start it.
 func (w *Worker) forgetLocked(id string) {
+	if c := w.calls[id]; c != nil {
+		w.waiting.release(c)
+	}
 	delete(w.calls, id)
 	w.tombs[id] = time.Now()
 }
