@@ -106,7 +106,11 @@ type Worker struct {
 	base       context.Context
 	cancelBase context.CancelFunc
 	runs       sync.WaitGroup
-	stopBeats  chan struct{}
+	// senders are the calls' outboxes' goroutines (see queueLocked);
+	// turn orders their publishing, one at a time (see send).
+	senders   sync.WaitGroup
+	turn      chan struct{}
+	stopBeats chan struct{}
 	// loops are the heartbeat's and the expiries' goroutines (not the
 	// aliases', which may be stuck in a slow rescan: it ends at its next
 	// beat).
@@ -141,7 +145,7 @@ func Start(cfg Config) (*Worker, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	w := &Worker{cfg: cfg, t: cfg.Timing.withDefaults(), instance: nuid.Next(), log: cfg.Logger.With("worker", cfg.ID),
-		calls: map[string]*call{}, tombs: map[string]time.Time{}, stopBeats: make(chan struct{})}
+		calls: map[string]*call{}, tombs: map[string]time.Time{}, stopBeats: make(chan struct{}), turn: make(chan struct{}, 1)}
 	if len(cfg.Runtimes) > 0 {
 		w.offered = map[string]bool{}
 		for _, rt := range cfg.Runtimes {
@@ -235,6 +239,8 @@ func (w *Worker) Close() {
 	w.mu.Unlock()
 	w.cancelBase()
 	w.runs.Wait()
+	// The runs' last frames (the worker stopped them) go out first.
+	w.senders.Wait()
 	close(w.stopBeats)
 	w.loops.Wait()
 	if w.sub != nil {
@@ -310,8 +316,9 @@ func (w *Worker) publishRegistration() {
 		w.log.Error("registration not published", "err", err)
 		return
 	}
-	data, _ := json.Marshal(r)
-	if err := w.cfg.Conn.Publish(cluster.RegistrySubject(w.cfg.ID), data); err != nil {
+	m := nats.NewMsg(cluster.RegistrySubject(w.cfg.ID))
+	m.Data, _ = json.Marshal(r)
+	if err := w.send(m); err != nil {
 		w.log.Warn("registration not published", "err", err)
 	}
 }
