@@ -34,7 +34,10 @@ func TestLargeRequestsAndResultsArriveWhole(t *testing.T) {
 	startWorker(t, ns.URLs(), "w1", eng, nil)
 	f := startFrontend(t, ns.URLs(), nil)
 	waitWorkers(t, f, "w1")
-	req := execapi.Request{Runtime: "bash", Code: "x", FilesBase64: map[string]string{"/tmp/in.bin": base64.StdEncoding.EncodeToString(input)}}
+	// It asks for the file back, as a call must for a worker to return
+	// one: the front end holds a result to what its request allows.
+	req := execapi.Request{Runtime: "bash", Code: "x", FilesBase64: map[string]string{"/tmp/in.bin": base64.StdEncoding.EncodeToString(input)},
+		ReturnFiles: []string{"/tmp/big.bin"}}
 	res, _, err := exec(f, req, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -50,6 +50,13 @@ const (
 	pingInterval = 2 * time.Second
 	maxPingsOut  = 3
 	connectWait  = 5 * time.Second
+	// flushTimeout bounds one write to the server (nats.go's is a minute):
+	// a publisher writes to the socket itself once the client's buffer is
+	// full, and meanwhile every other publish on the connection waits. A
+	// link that cannot take a part (1 MiB) in 2 s is stalled as far as
+	// calls are concerned, whose loss windows are 4 and 5 s: the write
+	// fails, the client reconnects, and the frames lost are sent again.
+	flushTimeout = 2 * time.Second
 )
 
 // Connect opens a connection with o, checked first (see Check).
@@ -123,6 +130,7 @@ func (o ConnOptions) natsOptions() ([]nats.Option, error) {
 		nats.PingInterval(pingInterval),
 		nats.MaxPingsOutstanding(maxPingsOut),
 		nats.Timeout(connectWait),
+		nats.FlusherTimeout(flushTimeout),
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
 			if err != nil { // nil: this side closed the connection
 				log.Warn("nats: disconnected", "err", err)

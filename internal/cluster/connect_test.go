@@ -3,6 +3,9 @@ package cluster
 import (
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/scratchrun/scratchrun/internal/testenv/natsserver"
 )
 
 // Calls carry code and secrets: beyond loopback a connection needs TLS
@@ -36,5 +39,21 @@ func TestConnOptionsCheck(t *testing.T) {
 		case err != nil && strings.Contains(err.Error(), "secret"):
 			t.Errorf("%s: the error shows the password: %v", c.name, err)
 		}
+	}
+}
+
+// A write to a stalled server gives up well within a call's loss windows
+// (a front end loses a silent worker's call after 4 s, a worker a silent
+// caller's after 5 s), not after nats.go's minute, during which every
+// other publish on the connection would wait.
+func TestConnectionWritesGiveUpWithinTheLossWindows(t *testing.T) {
+	ns := natsserver.Start(t, natsserver.Options{})
+	nc, err := Connect(ConnOptions{URLs: ns.URLs(), Name: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if d := nc.Opts.FlusherTimeout; d <= 0 || d > 2*time.Second {
+		t.Errorf("a write to the server may block for %s", d)
 	}
 }

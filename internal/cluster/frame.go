@@ -140,10 +140,15 @@ func Int(m *nats.Msg, name string) int {
 // framing, below the server's maximum payload.
 const HeaderReserve = 4 << 10
 
+// MinPartSize is the least payload a part carries (but the last), however
+// small the servers' maximum payload: a receiver bounds a count of parts
+// by it.
+const MinPartSize = 1 << 10
+
 // PartSize is how much payload one frame carries on a connection whose
 // server takes messages of up to maxPayload bytes.
 func PartSize(maxPayload int64) int {
-	return max(int(maxPayload)-HeaderReserve, 1<<10)
+	return max(int(maxPayload)-HeaderReserve, MinPartSize)
 }
 
 // Split cuts data into parts of at most size bytes: always at least one,

@@ -24,6 +24,7 @@ const (
 	retryNoAnswer     = "no_answer"     // the offer went unanswered
 	retryPublish      = "publish"       // the offer could not be sent
 	retryElsewhere    = "elsewhere"     // the worker cannot run it, another may
+	retryMalformed    = "malformed"     // the worker flooded the offer's answers
 )
 
 // attempt offers the call to worker w and, when it is ready, sends the
@@ -34,8 +35,11 @@ const (
 func (f *Frontend) attempt(ctx context.Context, w cluster.Registration, req execapi.Request, parts [][]byte,
 	events execapi.EventSink, received time.Time) (res execapi.Result, tryNext string, err error) {
 	c := &attemptCall{f: f, w: w, id: nuid.Next(), events: events, received: received}
-	c.box = f.open(c.id)
+	c.resultLimit = f.resultLimit(w, req)
+	c.budget = &budget{limit: f.heldLimit(c.resultLimit), total: &f.held}
+	c.box = f.open(c.id, c.budget)
 	defer f.closeBox(c.id)
+	defer c.releaseHeld()
 	c.reply = f.inbox + "." + c.id
 	c.subject = cluster.CallSubject(w.ID, c.id)
 
@@ -70,9 +74,41 @@ type attemptCall struct {
 	instance               string
 	contiguous             int
 	pending                map[int]*nats.Msg
-	result                 [][]byte
-	resultHave             int
 	heard, goneSince, beat time.Time
+
+	// result are the result's parts so far, in order, of resultParts;
+	// resultBytes their size, never above resultLimit.
+	result      [][]byte
+	resultParts int
+	resultBytes int64
+	resultLimit int64
+	// budget bounds what the call holds of the worker's answers; held
+	// is the call's own share of it (pending frames, result parts), the
+	// mailbox's being the mailbox's.
+	budget *budget
+	held   int64
+}
+
+// hold counts n more bytes the call holds; false when its budget has no
+// room for them.
+func (c *attemptCall) hold(n int64) bool {
+	if !c.budget.take(n) {
+		return false
+	}
+	c.held += n
+	return true
+}
+
+// unhold counts n bytes the call no longer holds.
+func (c *attemptCall) unhold(n int64) {
+	c.held -= n
+	c.budget.give(n)
+}
+
+// releaseHeld gives up everything the call holds, once it ends.
+func (c *attemptCall) releaseHeld() {
+	c.unhold(c.held)
+	c.pending, c.result = nil, nil
 }
 
 // send sends a frame of the call to the worker.
@@ -125,7 +161,14 @@ func (c *attemptCall) awaitReady(ctx context.Context) (tryNext string, err error
 			return retryNoAnswer, nil
 		case <-c.box.signal:
 		}
-		for _, m := range c.box.take() {
+		msgs, overflow := c.box.take()
+		if overflow {
+			// Nothing ran (no go was sent): another worker may take it.
+			c.send(cluster.KindCancel, nil)
+			c.f.log.Warn("a worker flooded an offer's answers", "worker", c.w.ID)
+			return retryMalformed, nil
+		}
+		for _, m := range msgs {
 			switch {
 			case cluster.NoResponders(m):
 				c.f.reg.markGone(c.w.ID)
@@ -185,7 +228,11 @@ func (c *attemptCall) follow(ctx context.Context) (execapi.Result, string, error
 			}
 		case <-c.box.signal:
 		}
-		for _, m := range c.box.take() {
+		msgs, overflow := c.box.take()
+		if overflow {
+			return c.malformed(fmt.Sprintf("its answers came faster than they were read, beyond the %d bytes its call may hold", c.budget.limit))
+		}
+		for _, m := range msgs {
 			if res, tryNext, err, done := c.take(m); done {
 				return res, tryNext, err
 			}
@@ -224,7 +271,7 @@ func (c *attemptCall) take(m *nats.Msg) (res execapi.Result, tryNext string, err
 		switch m.Header.Get(cluster.HeaderState) {
 		case cluster.StateWaiting:
 			// The go, or parts, were lost on the way (a NATS node gone).
-			c.sendParts(parseList(m.Header.Get(cluster.HeaderMissing)))
+			c.sendParts(parseList(m.Header.Get(cluster.HeaderMissing), len(c.parts)))
 			c.send(cluster.KindGo, nil)
 		default:
 			if cluster.Int(m, cluster.HeaderLast) > c.contiguous && now.Sub(c.beat) > c.f.t.Beat/2 {
@@ -237,6 +284,12 @@ func (c *attemptCall) take(m *nats.Msg) (res execapi.Result, tryNext string, err
 	if seq <= c.contiguous || c.pending[seq] != nil {
 		return // a frame sent again that came twice
 	}
+	// Held until the frames before it come: within the call's budget,
+	// however many a worker sends out of order.
+	if !c.hold(msgCost(m)) {
+		res, tryNext, err = c.malformed(fmt.Sprintf("it sent %d frames out of order, more than the %d bytes its call may hold", len(c.pending)+1, c.budget.limit))
+		return res, tryNext, err, true
+	}
 	c.pending[seq] = m
 	for {
 		next := c.pending[c.contiguous+1]
@@ -244,6 +297,7 @@ func (c *attemptCall) take(m *nats.Msg) (res execapi.Result, tryNext string, err
 			return
 		}
 		delete(c.pending, c.contiguous+1)
+		c.unhold(msgCost(next))
 		c.contiguous++
 		if res, tryNext, err, done = c.process(next); done {
 			c.send(cluster.KindDone, nil)
@@ -279,29 +333,42 @@ func (c *attemptCall) process(m *nats.Msg) (res execapi.Result, tryNext string, 
 	return
 }
 
-// resultPart takes one part of the result; done once it is whole.
+// resultPart takes one part of the result; done once it is whole. The
+// worker numbers its parts in order, so they come in order: nothing is
+// sized by the count it announces, and what they weigh together is held
+// to the result's limit.
 func (c *attemptCall) resultPart(m *nats.Msg) (res execapi.Result, tryNext string, err error, done bool) {
 	part, parts := cluster.Int(m, cluster.HeaderPart), cluster.Int(m, cluster.HeaderParts)
-	if parts < 1 || part < 0 || part >= parts || c.result != nil && len(c.result) != parts {
-		return execapi.Result{}, "", fmt.Errorf("worker %s sent a malformed result (part %d of %d)", c.w.ID, part, parts), true
+	maxParts := c.resultLimit/cluster.MinPartSize + 1
+	switch {
+	case parts < 1 || int64(parts) > maxParts || part != len(c.result) || c.resultParts != 0 && parts != c.resultParts:
+		res, tryNext, err = c.malformed(fmt.Sprintf("result part %d of %d after %d parts (at most %d parts)", part, parts, len(c.result), maxParts))
+		return res, tryNext, err, true
+	case c.resultBytes+int64(len(m.Data)) > c.resultLimit || !c.hold(int64(len(m.Data))):
+		res, tryNext, err = c.malformed(fmt.Sprintf("a result larger than the %d bytes its caps allow", c.resultLimit))
+		return res, tryNext, err, true
 	}
-	if c.result == nil {
-		c.result = make([][]byte, parts)
+	c.result, c.resultParts = append(c.result, m.Data), parts
+	c.resultBytes += int64(len(m.Data))
+	if len(c.result) < parts {
+		return
 	}
-	if c.result[part] == nil {
-		c.result[part], c.resultHave = m.Data, c.resultHave+1
+	var r execapi.Result
+	if err := json.Unmarshal(bytes.Join(c.result, nil), &r); err != nil {
+		res, tryNext, err = c.malformed(fmt.Sprintf("a result that is not the contract's JSON: %v", err))
+		return res, tryNext, err, true
 	}
-	if c.resultHave == parts {
-		var r execapi.Result
-		if err := json.Unmarshal(bytes.Join(c.result, nil), &r); err != nil {
-			return execapi.Result{}, "", fmt.Errorf("worker %s sent a result that is not the contract's JSON: %w", c.w.ID, err), true
-		}
-		if r.Files == nil {
-			r.Files = map[string]string{}
-		}
-		return r, "", nil, true
+	if r.Files == nil {
+		r.Files = map[string]string{}
 	}
-	return
+	return r, "", nil, true
+}
+
+// malformed ends the call as lost with a worker whose answer breaks the
+// protocol or the call's bounds: the code may have run, and what the
+// worker sends is no longer trusted to say how it ended.
+func (c *attemptCall) malformed(why string) (execapi.Result, string, error) {
+	return c.lost("it sent a malformed answer: " + why)
 }
 
 // lost ends the call as lost with its worker: it may have run, and it is
@@ -313,11 +380,16 @@ func (c *attemptCall) lost(why string) (execapi.Result, string, error) {
 	return execapi.Result{}, "", &execapi.WorkerLostError{Worker: c.w.ID, Why: why}
 }
 
-func parseList(s string) []int {
+// parseList reads a worker's list of missing parts: at most n of them
+// (there are no more), whatever the header holds.
+func parseList(s string, n int) []int {
 	var out []int
-	for _, f := range strings.Split(s, ",") {
-		if n, err := strconv.Atoi(f); err == nil {
-			out = append(out, n)
+	for f := range strings.SplitSeq(s, ",") {
+		if len(out) >= n {
+			break
+		}
+		if v, err := strconv.Atoi(f); err == nil {
+			out = append(out, v)
 		}
 	}
 	if out == nil {

@@ -16,5 +16,7 @@
 //
 // It holds no state that matters beyond the calls in flight: several run
 // side by side. It must never send a call's go to two workers, wait
-// without bound, or log a request's code or env.
+// without bound, hold more of a worker's answers than the call's result
+// may weigh (a worker host may be taken over: nothing it sends sizes an
+// allocation), or log a request's code or env.
 package frontend

@@ -50,6 +50,11 @@ type Config struct {
 	Replicas int
 	// Timing tunes beats and how soon a silent worker is lost.
 	Timing Timing
+	// MaxResultBytes bounds the JSON of one result whatever a worker's
+	// caps say (default DefaultMaxResultBytes): each call holds at most
+	// what its result may weigh of its worker's answers, and a worker
+	// that sends more loses the call.
+	MaxResultBytes int64
 	// Only, when set, keeps placement to these workers (a benchmark
 	// measuring one worker among others registered).
 	Only []string
@@ -111,6 +116,8 @@ type Frontend struct {
 
 	boxMu sync.Mutex
 	boxes map[string]*mailbox
+	// held is what the calls hold of their workers' answers.
+	held heldBytes
 
 	randMu sync.Mutex
 	rand   *rand.Rand
@@ -136,6 +143,9 @@ func New(ctx context.Context, cfg Config) (*Frontend, error) {
 	}
 	if cfg.Choices <= 0 {
 		cfg.Choices = DefaultChoices
+	}
+	if cfg.MaxResultBytes <= 0 {
+		cfg.MaxResultBytes = DefaultMaxResultBytes
 	}
 	t := cfg.Timing.withDefaults()
 	f := &Frontend{cfg: cfg, t: t, nc: cfg.Conn, reg: newRegistry(t.LiveWindow, t.Beat), log: cfg.Logger,
@@ -165,43 +175,6 @@ func New(ctx context.Context, cfg Config) (*Frontend, error) {
 		return nil, fmt.Errorf("frontend: read the registry of workers: %w", ctx.Err())
 	}
 	return f, nil
-}
-
-// openRegistry creates the bucket of live workers, or binds the one
-// there: in memory (nothing of it is worth a disk), one value per key,
-// entries expiring ttl after their last heartbeat.
-func openRegistry(ctx context.Context, nc *nats.Conn, ttl time.Duration, replicas int, log *slog.Logger) (jetstream.KeyValue, error) {
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, fmt.Errorf("frontend: JetStream: %w", err)
-	}
-	if replicas <= 0 {
-		replicas = 1
-		if nc.ConnectedClusterName() != "" {
-			replicas = 3
-		}
-	}
-	kvc := jetstream.KeyValueConfig{Bucket: cluster.RegistryBucket, Description: "ScratchRun's live workers (heartbeats; expire on silence)",
-		History: 1, TTL: ttl, Storage: jetstream.MemoryStorage, Replicas: replicas, MaxValueSize: 1 << 20}
-	for {
-		kv, err := js.CreateOrUpdateKeyValue(ctx, kvc)
-		if err == nil {
-			return kv, nil
-		}
-		// Another front end (or the operator) made it otherwise: use it as
-		// it is.
-		if existing, berr := js.KeyValue(ctx, cluster.RegistryBucket); berr == nil {
-			log.Warn("the registry bucket exists with other settings; using it as it is", "err", err)
-			return existing, nil
-		}
-		// JetStream may still be electing its leaders (servers started
-		// together with the front end): try again until ctx gives up.
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("frontend: open the registry of workers (JetStream must be enabled on the NATS servers): %w", err)
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
 }
 
 // watch keeps the view of workers in step with the registry, and watches

@@ -38,6 +38,7 @@ func (f *Frontend) Collectors() []prometheus.Collector {
 		perFree:  prometheus.NewDesc("scratchrun_worker_free_sandboxes", "Sandboxes a live worker's admission would start now, as it last published.", []string{"worker"}, nil),
 		perRun:   prometheus.NewDesc("scratchrun_worker_running", "Calls a live worker runs, as it last published.", []string{"worker"}, nil),
 		waiting:  prometheus.NewDesc("scratchrun_cluster_waiting", "Calls of this front end waiting for a worker with room.", nil, nil),
+		held:     prometheus.NewDesc("scratchrun_cluster_held_answer_bytes", "Bytes of workers' answers the calls in flight hold (unread, out of order, parts of results).", nil, nil),
 	}}
 }
 
@@ -45,12 +46,12 @@ func (f *Frontend) Collectors() []prometheus.Collector {
 type clusterCollector struct {
 	f                                                 *Frontend
 	workers, capacity, free, running, perFree, perRun *prometheus.Desc
-	waiting                                           *prometheus.Desc
+	waiting, held                                     *prometheus.Desc
 }
 
 // Describe implements prometheus.Collector.
 func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.workers, c.capacity, c.free, c.running, c.perFree, c.perRun, c.waiting} {
+	for _, d := range []*prometheus.Desc{c.workers, c.capacity, c.free, c.running, c.perFree, c.perRun, c.waiting, c.held} {
 		ch <- d
 	}
 }
@@ -70,4 +71,5 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.free, prometheus.GaugeValue, float64(free))
 	ch <- prometheus.MustNewConstMetric(c.running, prometheus.GaugeValue, float64(running))
 	ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(c.f.line.len()))
+	ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(c.f.held.now.Load()))
 }

@@ -20,6 +20,9 @@ type call struct {
 	parts  [][]byte
 	have   int
 	goSeen bool
+	// reserved is what the offer holds of the worker's room for offers
+	// (its parts at their largest) until it starts or is forgotten.
+	reserved int64
 	// created is when the offer came; heard when the caller last sent a
 	// frame; finished when the last frame went out.
 	created, heard, finished time.Time
@@ -34,17 +37,33 @@ type call struct {
 	// not acknowledged, oldest first, to send again when they are lost.
 	seq     int
 	unacked []*sentFrame
+	// outbox holds the call's frames for its sender, in order; sending
+	// says a sender goroutine drains it (see queueLocked).
+	outbox  []outFrame
+	sending bool
+	// beatQueued says a beat's answer waits in the outbox.
+	beatQueued bool
 	// batch gathers output events for one frame; flush sends it.
 	batch      []cluster.WireEvent
 	batchBytes int
 	flush      *time.Timer
 }
 
-// sentFrame is a numbered frame and when it was last sent.
+// sentFrame is a numbered frame and when it was last sent; queued while
+// it waits in the call's outbox (it is not sent again meanwhile).
 type sentFrame struct {
-	seq int
-	msg *nats.Msg
-	at  time.Time
+	seq    int
+	msg    *nats.Msg
+	at     time.Time
+	queued bool
+}
+
+// outFrame is a frame in a call's outbox: numbered ones carry their
+// sentFrame, to note when they went out.
+type outFrame struct {
+	msg  *nats.Msg
+	sent *sentFrame
+	beat bool
 }
 
 // missing lists the request parts not yet received.

@@ -10,6 +10,8 @@
 // in flight and delivers their results.
 //
 // It must never start a call without the front end's go, start one twice,
-// keep a call's payload anywhere but in memory, or know about sandboxes:
-// the engine runs them.
+// keep a call's payload anywhere but in memory, hold offers not yet
+// started beyond room tied to its capacity, publish while holding its
+// lock (a slow link must not stop the other calls), or know about
+// sandboxes: the engine runs them.
 package worker

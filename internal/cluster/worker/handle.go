@@ -20,16 +20,25 @@ import (
 const maxRequestBytes = 64 << 20
 
 // handle takes one frame addressed to the worker. NATS calls it for one
-// message at a time; it never waits for a run.
+// message at a time; it never waits for a run, nor for a frame to go out
+// (see queueLocked).
 func (w *Worker) handle(m *nats.Msg) {
-	id := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
 	if m.Reply == "" {
 		return // nobody to answer: no front end sends such a frame
 	}
 	w.mu.Lock()
-	defer w.mu.Unlock()
+	answer := w.handleLocked(m)
+	w.mu.Unlock()
+	w.publish(answer)
+}
+
+// handleLocked handles one frame; answer, when set, is to be published
+// once the lock is released (frames of calls the worker holds go through
+// their outbox instead).
+func (w *Worker) handleLocked(m *nats.Msg) (answer *nats.Msg) {
+	id := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
 	if w.stopped {
-		return
+		return nil
 	}
 	c := w.calls[id]
 	kind := cluster.KindOf(m)
@@ -39,7 +48,7 @@ func (w *Worker) handle(m *nats.Msg) {
 	switch kind {
 	case cluster.KindOffer:
 		if c == nil {
-			w.offerLocked(id, m)
+			return w.offerLocked(id, m)
 		}
 	case cluster.KindPart:
 		if c != nil && c.state == cluster.StateWaiting {
@@ -51,8 +60,7 @@ func (w *Worker) handle(m *nats.Msg) {
 		}
 	case cluster.KindGo:
 		if c == nil {
-			w.answerLocked(m, cluster.KindUnknown, nil)
-			return
+			return w.answer(m, cluster.KindUnknown, nil)
 		}
 		if c.state == cluster.StateWaiting {
 			c.goSeen = true
@@ -60,14 +68,13 @@ func (w *Worker) handle(m *nats.Msg) {
 		}
 	case cluster.KindBeat:
 		if c == nil {
-			w.answerLocked(m, cluster.KindUnknown, nil)
-			return
+			return w.answer(m, cluster.KindUnknown, nil)
 		}
 		w.ackLocked(c, cluster.Int(m, cluster.HeaderAck))
 		w.beatLocked(c, m.Reply)
 	case cluster.KindCancel:
 		if c == nil {
-			return
+			return nil
 		}
 		switch c.state {
 		case cluster.StateWaiting:
@@ -83,36 +90,39 @@ func (w *Worker) handle(m *nats.Msg) {
 			delete(w.calls, id)
 		}
 	}
+	return nil
 }
 
 // offerLocked takes an offer: refused at once when the worker drains or
-// does not offer the runtime or the network, else held until its go.
-func (w *Worker) offerLocked(id string, m *nats.Msg) {
+// does not offer the runtime or the network, else held until its go. A
+// refusal is returned, to be published once the lock is released.
+func (w *Worker) offerLocked(id string, m *nats.Msg) (refusal *nats.Msg) {
 	if _, gone := w.tombs[id]; gone {
-		return
+		return nil
 	}
 	n := cluster.Int(m, cluster.HeaderParts)
 	if maxParts := maxRequestBytes/cluster.PartSize(w.cfg.Conn.MaxPayload()) + 1; n < 1 || n > maxParts {
-		w.refuseLocked(m, cluster.Failure{Invalid: &cluster.Invalid{Field: "request", Message: "the front end sent an offer with " + strconv.Itoa(n) + " parts"}})
-		return
+		return w.refusal(m, cluster.Failure{Invalid: &cluster.Invalid{Field: "request", Message: "the front end sent an offer with " + strconv.Itoa(n) + " parts"}})
 	}
 	if w.draining {
-		w.refuseLocked(m, cluster.Failure{Refusal: &execapi.Refusal{Reason: execapi.RefusedDraining}})
-		return
+		return w.refusal(m, cluster.Failure{Refusal: &execapi.Refusal{Reason: execapi.RefusedDraining}})
 	}
 	if f, ok := w.checkOfferLocked(m.Header.Get(cluster.HeaderRuntime), m.Header.Get(cluster.HeaderNetwork)); !ok {
-		w.refuseLocked(m, f)
-		return
+		return w.refusal(m, f)
 	}
 	now := time.Now()
-	c := &call{id: id, reply: m.Reply, caller: m.Header.Get(cluster.HeaderCaller), state: cluster.StateWaiting,
-		parts: make([][]byte, n), created: now, heard: now}
+	c := &call{id: id, reply: m.Reply, caller: m.Header.Get(cluster.HeaderCaller), state: cluster.StateWaiting, created: now, heard: now}
+	if r := w.holdOfferLocked(c, n); r != nil {
+		return w.refusal(m, cluster.Failure{Refusal: r})
+	}
+	c.parts = make([][]byte, n)
 	c.parts[0], c.have = m.Data, 1
 	if c.parts[0] == nil {
 		c.parts[0] = []byte{}
 	}
 	w.calls[id] = c
-	w.answerLocked(m, cluster.KindReady, nil)
+	w.queueLocked(c, w.answer(m, cluster.KindReady, nil), nil)
+	return nil
 }
 
 // checkOfferLocked refuses, before anything is sent to it, a call whose
@@ -137,20 +147,19 @@ func (w *Worker) notOffered(runtime string) *execapi.Refusal {
 		Detail: "runtime " + strconv.Quote(runtime) + " is not offered by worker " + w.cfg.ID + " (it offers " + strings.Join(slices.Sorted(maps.Keys(w.offered)), ", ") + ")"}
 }
 
-func (w *Worker) refuseLocked(m *nats.Msg, f cluster.Failure) {
-	w.answerLocked(m, cluster.KindRefused, cluster.EncodeFailure(f))
+// refusal is the answer refusing an offer.
+func (w *Worker) refusal(m *nats.Msg, f cluster.Failure) *nats.Msg {
+	return w.answer(m, cluster.KindRefused, cluster.EncodeFailure(f))
 }
 
-// answerLocked sends an unnumbered frame in reply to m, with the worker's
+// answer is an unnumbered frame in reply to m, with the worker's
 // instance. (Not its free sandboxes: asking admission reads the cgroups'
 // memory and the CPUs' pressure, which cost more than the answer itself;
 // the registration carries them every beat.)
-func (w *Worker) answerLocked(m *nats.Msg, kind cluster.Kind, body []byte) {
+func (w *Worker) answer(m *nats.Msg, kind cluster.Kind, body []byte) *nats.Msg {
 	a := cluster.NewFrame(m.Reply, "", kind, body)
 	a.Header.Set(cluster.HeaderInstance, w.instance)
-	if err := w.cfg.Conn.PublishMsg(a); err != nil {
-		w.log.Warn("answer not sent", "kind", kind, "err", err)
-	}
+	return a
 }
 
 // beatLocked answers a caller's beat: where the call stands, the last
@@ -167,13 +176,14 @@ func (w *Worker) beatLocked(c *call, reply string) {
 		}
 		b.Header.Set(cluster.HeaderMissing, strings.Join(missing, ","))
 	}
-	if err := w.cfg.Conn.PublishMsg(b); err != nil {
-		w.log.Warn("beat not sent", "err", err)
-	}
+	// Behind the call's frames queued before it: once it goes out, so
+	// have they, up to the last it names.
+	w.queueBeatLocked(c, b)
 }
 
 // ackLocked forgets the frames the caller has, and sends again those it
-// lacks that went out a while ago (lost with a NATS node, say).
+// lacks that went out a while ago (lost with a NATS node, say): not those
+// still in the outbox, which have not gone out yet (a slow link).
 func (w *Worker) ackLocked(c *call, ack int) {
 	i := 0
 	for i < len(c.unacked) && c.unacked[i].seq <= ack {
@@ -182,13 +192,9 @@ func (w *Worker) ackLocked(c *call, ack int) {
 	c.unacked = c.unacked[i:]
 	now := time.Now()
 	for _, f := range c.unacked {
-		if now.Sub(f.at) < w.t.Resend {
-			break
+		if f.queued || now.Sub(f.at) < w.t.Resend {
+			continue
 		}
-		f.at = now
-		if err := w.cfg.Conn.PublishMsg(f.msg); err != nil {
-			w.log.Warn("frame not sent again", "err", err)
-			return
-		}
+		w.queueLocked(c, f.msg, f)
 	}
 }

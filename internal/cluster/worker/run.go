@@ -20,6 +20,7 @@ func (w *Worker) startIfCompleteLocked(c *call) {
 		return
 	}
 	c.state = cluster.StateRunning
+	w.waiting.release(c)
 	ctx, cancel := context.WithCancel(w.base)
 	c.cancel = cancel
 	body := bytes.Join(c.parts, nil)
@@ -143,9 +144,7 @@ func (w *Worker) sendLocked(c *call, kind cluster.Kind, body []byte, part, parts
 		cluster.SetInt(m, cluster.HeaderPart, part)
 		cluster.SetInt(m, cluster.HeaderParts, parts)
 	}
-	c.unacked = append(c.unacked, &sentFrame{seq: c.seq, msg: m, at: time.Now()})
-	if err := w.cfg.Conn.PublishMsg(m); err != nil {
-		// Kept: the caller's next beat has it sent again.
-		w.log.Warn("frame not sent", "kind", kind, "err", err)
-	}
+	f := &sentFrame{seq: c.seq, msg: m}
+	c.unacked = append(c.unacked, f)
+	w.queueLocked(c, m, f)
 }

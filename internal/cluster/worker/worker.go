@@ -41,6 +41,9 @@ type Config struct {
 	Runtimes []string
 	// Aliases, when set, reports the engine's runtime aliases (alias ->
 	// runtime), published so that front ends place calls that name one.
+	// It may be slow (it rescans the image store): it is asked once at
+	// Start and then once a beat on a goroutine of its own, and nothing
+	// waits for it but the next alias list.
 	Aliases func() map[string]string
 	// Version is the worker's scratchrun version, published.
 	Version string
@@ -103,17 +106,30 @@ type Worker struct {
 	base       context.Context
 	cancelBase context.CancelFunc
 	runs       sync.WaitGroup
-	stopBeats  chan struct{}
-	beatsDone  chan struct{}
+	// senders are the calls' outboxes' goroutines (see queueLocked);
+	// turn orders their publishing, one at a time (see send).
+	senders   sync.WaitGroup
+	turn      chan struct{}
+	stopBeats chan struct{}
+	// loops are the heartbeat's and the expiries' goroutines (not the
+	// aliases', which may be stuck in a slow rescan: it ends at its next
+	// beat).
+	loops sync.WaitGroup
 
 	mu    sync.Mutex
 	calls map[string]*call
-	// aliases are Config.Aliases as of the last heartbeat: asking the
-	// image store rescans it, which a call's path should not wait for.
+	// aliases are Config.Aliases as last read: asking the image store
+	// rescans it, which neither a call's path nor the heartbeat should
+	// wait for.
 	aliases  map[string]string
 	tombs    map[string]time.Time
 	draining bool
 	stopped  bool
+	// capacity is the engine's admission's upper bound on calls, as of
+	// the last heartbeat; waiting counts what the offers not yet started
+	// hold (see holdOfferLocked).
+	capacity int
+	waiting  waitingOffers
 }
 
 // Start subscribes to the worker's calls, publishes its registration and
@@ -129,7 +145,7 @@ func Start(cfg Config) (*Worker, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	w := &Worker{cfg: cfg, t: cfg.Timing.withDefaults(), instance: nuid.Next(), log: cfg.Logger.With("worker", cfg.ID),
-		calls: map[string]*call{}, tombs: map[string]time.Time{}, stopBeats: make(chan struct{}), beatsDone: make(chan struct{})}
+		calls: map[string]*call{}, tombs: map[string]time.Time{}, stopBeats: make(chan struct{}), turn: make(chan struct{}, 1)}
 	if len(cfg.Runtimes) > 0 {
 		w.offered = map[string]bool{}
 		for _, rt := range cfg.Runtimes {
@@ -137,6 +153,7 @@ func Start(cfg Config) (*Worker, error) {
 		}
 	}
 	w.base, w.cancelBase = context.WithCancel(context.Background())
+	w.readAliases()
 	if _, err := w.registration(); err != nil {
 		w.cancelBase()
 		return nil, err
@@ -162,7 +179,12 @@ func Start(cfg Config) (*Worker, error) {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
 	w.publishRegistration()
+	w.loops.Add(2)
 	go w.beats()
+	go w.expiries()
+	if cfg.Aliases != nil {
+		go w.aliasLoop()
+	}
 	return w, nil
 }
 
@@ -217,8 +239,10 @@ func (w *Worker) Close() {
 	w.mu.Unlock()
 	w.cancelBase()
 	w.runs.Wait()
+	// The runs' last frames (the worker stopped them) go out first.
+	w.senders.Wait()
 	close(w.stopBeats)
-	<-w.beatsDone
+	w.loops.Wait()
 	if w.sub != nil {
 		w.sub.Unsubscribe()
 	}
@@ -260,12 +284,9 @@ func (w *Worker) registration() (cluster.Registration, error) {
 		OutputLimitBytes: info.OutputLimitBytes, MaxReturnBytes: info.MaxReturnBytes,
 		Free: adm.Free, Running: adm.Running, Capacity: adm.Capacity, Heartbeat: time.Now().UTC(),
 	}
-	var aliases map[string]string
-	if w.cfg.Aliases != nil {
-		aliases = w.cfg.Aliases()
-	}
 	w.mu.Lock()
-	w.aliases = aliases
+	aliases := w.aliases
+	w.capacity = adm.Capacity
 	w.mu.Unlock()
 	for _, rt := range info.Runtimes {
 		if w.offers(rt.Name, nil) {
@@ -295,8 +316,9 @@ func (w *Worker) publishRegistration() {
 		w.log.Error("registration not published", "err", err)
 		return
 	}
-	data, _ := json.Marshal(r)
-	if err := w.cfg.Conn.Publish(cluster.RegistrySubject(w.cfg.ID), data); err != nil {
+	m := nats.NewMsg(cluster.RegistrySubject(w.cfg.ID))
+	m.Data, _ = json.Marshal(r)
+	if err := w.send(m); err != nil {
 		w.log.Warn("registration not published", "err", err)
 	}
 }
@@ -313,10 +335,9 @@ func (w *Worker) deregister() {
 	w.cfg.Conn.Flush()
 }
 
-// beats publishes the registration every beat (until draining) and
-// expires what waited too long.
+// beats publishes the registration every beat, until draining.
 func (w *Worker) beats() {
-	defer close(w.beatsDone)
+	defer w.loops.Done()
 	tick := time.NewTicker(w.t.Beat)
 	defer tick.Stop()
 	for {
@@ -331,8 +352,51 @@ func (w *Worker) beats() {
 		if !draining {
 			w.publishRegistration()
 		}
-		w.expire(time.Now())
 	}
+}
+
+// expiries expire what waited too long, every beat, on a loop of their
+// own: killing the run of a caller that fell silent must not wait for the
+// engine to describe itself or the image store to be rescanned.
+func (w *Worker) expiries() {
+	defer w.loops.Done()
+	tick := time.NewTicker(w.t.Beat)
+	defer tick.Stop()
+	for {
+		select {
+		case <-w.stopBeats:
+			return
+		case <-tick.C:
+			w.expire(time.Now())
+		}
+	}
+}
+
+// aliasLoop reads the aliases again every beat, for the registration and
+// the calls to use as last read.
+func (w *Worker) aliasLoop() {
+	tick := time.NewTicker(w.t.Beat)
+	defer tick.Stop()
+	for {
+		select {
+		case <-w.stopBeats:
+			return
+		case <-tick.C:
+			w.readAliases()
+		}
+	}
+}
+
+// readAliases asks Config.Aliases (a rescan of the image store) and keeps
+// what it says.
+func (w *Worker) readAliases() {
+	if w.cfg.Aliases == nil {
+		return
+	}
+	aliases := w.cfg.Aliases()
+	w.mu.Lock()
+	w.aliases = aliases
+	w.mu.Unlock()
 }
 
 // expire forgets offers that never got their go, kills runs whose caller
@@ -368,6 +432,9 @@ func (w *Worker) expire(now time.Time) {
 // forgetLocked drops a call that never ran and remembers its id, so that
 // a late go cannot start it.
 func (w *Worker) forgetLocked(id string) {
+	if c := w.calls[id]; c != nil {
+		w.waiting.release(c)
+	}
 	delete(w.calls, id)
 	w.tombs[id] = time.Now()
 }
