@@ -3,13 +3,17 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	"modernc.org/sqlite" // registers the "sqlite" driver
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // sqliteDialect: the clock is the machine's (every process sharing a file
@@ -34,18 +38,20 @@ func openSQLite(ctx context.Context, path string) (*sqlStore, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("open key store: create directory: %w", err)
 	}
-	// Pragmas go in the DSN so that every pooled connection gets them. WAL
-	// lets readers go on beside a writer; the busy timeout makes writers of
-	// several processes (servers sharing the file, `scratchrun keys`) wait
-	// their turn rather than fail.
+	// Pragmas go in the DSN so that every pooled connection gets them. The
+	// busy timeout makes writers of several processes (servers sharing the
+	// file, `scratchrun keys`) wait their turn rather than fail.
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(10000)")
-	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Add("_pragma", "foreign_keys(ON)")
 	q.Set("_txlock", "immediate")
 	db, err := sql.Open("sqlite", path+"?"+q.Encode())
 	if err != nil {
+		return nil, fmt.Errorf("open key store %s: %w", path, err)
+	}
+	if err := useWAL(ctx, db); err != nil {
+		db.Close()
 		return nil, fmt.Errorf("open key store %s: %w", path, err)
 	}
 	s := &sqlStore{db: sqliteDB{sqliteConn{db}, db}, d: sqliteDialect, location: path}
@@ -59,6 +65,41 @@ func openSQLite(ctx context.Context, path string) (*sqlStore, error) {
 		return nil, fmt.Errorf("open key store %s: %w", path, err)
 	}
 	return s, nil
+}
+
+// walWait bounds how long useWAL retries, as the busy timeout bounds a
+// writer's wait.
+const walWait = 10 * time.Second
+
+// useWAL puts the database in write-ahead-log mode, which lets readers go on
+// beside a writer. The mode is the file's, kept across connections, so it is
+// set once here rather than by every pooled connection: switching a new
+// file's mode takes its exclusive lock, and SQLite answers SQLITE_BUSY at
+// once, without waiting the busy timeout, to a connection that would
+// deadlock waiting for it. Several processes opening a new file together
+// (TestMigrations/concurrent) met that as "begin: database is locked" about
+// one time in thirty; here the switch is retried for up to walWait.
+func useWAL(ctx context.Context, db *sql.DB) error {
+	deadline := time.Now().Add(walWait)
+	for {
+		var mode string
+		err := db.QueryRowContext(ctx, `PRAGMA journal_mode=WAL`).Scan(&mode)
+		if err == nil {
+			if !strings.EqualFold(mode, "wal") {
+				return fmt.Errorf("journal mode is %q, not wal", mode)
+			}
+			return nil
+		}
+		var se *sqlite.Error
+		if !errors.As(err, &se) || se.Code()&0xff != sqlite3.SQLITE_BUSY || time.Now().After(deadline) {
+			return fmt.Errorf("set the journal mode: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(5+rand.IntN(20)) * time.Millisecond):
+		}
+	}
 }
 
 // sqlQuerier is what a database/sql handle and a transaction both offer.
