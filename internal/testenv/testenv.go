@@ -26,6 +26,7 @@ import (
 
 	"github.com/scratchrun/scratchrun/internal/images"
 	"github.com/scratchrun/scratchrun/internal/leakcheck"
+	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces"
 	"github.com/scratchrun/scratchrun/internal/sandbox"
 	"github.com/scratchrun/scratchrun/internal/sandbox/cgroups"
 	"github.com/scratchrun/scratchrun/internal/sandbox/goinit"
@@ -63,7 +64,8 @@ func (e *Env) Level(name string, open Opener) *Level {
 	l := &Level{
 		Name: name, StateDir: filepath.Join("/run", id), CgroupParent: id, open: open,
 	}
-	l.Leak = leakcheck.Options{CgroupParent: l.CgroupParent, MountMarkers: []string{l.StateDir, DataDir()}}
+	l.Leak = leakcheck.Options{CgroupParent: l.CgroupParent, MountMarkers: []string{l.StateDir, DataDir()},
+		BackendMounts: []string{filepath.Join(l.StateDir, namespaces.ImageViewsDir) + "/"}}
 	e.levels = append(e.levels, l)
 	return l
 }
@@ -105,7 +107,11 @@ func (e *Env) Run(m *testing.M) int {
 	}
 	if code == 0 {
 		for _, l := range e.levels {
-			if left := leakcheck.WaitClean(l.before, l.Leak, cleanWait); len(left) > 0 {
+			// The backend is closed: what it kept for its life must be
+			// gone too.
+			closed := l.Leak
+			closed.BackendMounts = nil
+			if left := leakcheck.WaitClean(l.before, closed, cleanWait); len(left) > 0 {
 				fmt.Fprintf(os.Stderr, "the %s suite left behind (%s):\n  %s\n", e.suite, l.Name, strings.Join(left, "\n  "))
 				code = 1
 			}
