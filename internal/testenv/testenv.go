@@ -26,10 +26,10 @@ import (
 
 	"github.com/scratchrun/scratchrun/internal/images"
 	"github.com/scratchrun/scratchrun/internal/leakcheck"
-	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces"
 	"github.com/scratchrun/scratchrun/internal/sandbox"
 	"github.com/scratchrun/scratchrun/internal/sandbox/cgroups"
 	"github.com/scratchrun/scratchrun/internal/sandbox/goinit"
+	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces"
 )
 
 // cleanWait bounds the wait, at the end, for what sandboxes leave to go
