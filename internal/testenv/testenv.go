@@ -29,7 +29,7 @@ import (
 	"github.com/scratchrun/scratchrun/internal/sandbox"
 	"github.com/scratchrun/scratchrun/internal/sandbox/cgroups"
 	"github.com/scratchrun/scratchrun/internal/sandbox/goinit"
-	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces"
+	"github.com/scratchrun/scratchrun/internal/sandbox/idmap"
 )
 
 // cleanWait bounds the wait, at the end, for what sandboxes leave to go
@@ -65,7 +65,7 @@ func (e *Env) Level(name string, open Opener) *Level {
 		Name: name, StateDir: filepath.Join("/run", id), CgroupParent: id, open: open,
 	}
 	l.Leak = leakcheck.Options{CgroupParent: l.CgroupParent, MountMarkers: []string{l.StateDir, DataDir()},
-		BackendMounts: []string{filepath.Join(l.StateDir, namespaces.ImageViewsDir) + "/"}}
+		BackendMounts: []string{filepath.Join(l.StateDir, idmap.ViewsDir) + "/"}}
 	e.levels = append(e.levels, l)
 	return l
 }

@@ -52,10 +52,10 @@ type Backend struct {
 	// owners gives each sandbox's user namespace an owner uid of its own
 	// (nil when not root: an ordinary user's namespaces are its own).
 	owners *owners
-	// lowers are the idmapped views of images sandboxes build on (nil
+	// views are the idmapped views of images sandboxes build on (nil
 	// when not root: an ordinary user cannot make idmapped mounts, and its
 	// sandboxes run as itself, which owns no image file).
-	lowers *lowers
+	views *idmap.Views
 
 	spawnerMu       sync.Mutex
 	spawner         *spawner.Spawner // starts every init; replaced if it dies
@@ -142,9 +142,9 @@ func New(opts Options) (*Backend, error) {
 		hostside.LogSweep(opts.Logger, "sandboxes", n, err)
 	}
 	if !b.rootless {
-		n, err := sweepLowers(opts.StateDir)
+		n, err := idmap.SweepViews(opts.StateDir, hostside.InstanceAlive)
 		hostside.LogSweep(opts.Logger, "image views", n, err)
-		b.lowers = newLowers(opts.StateDir, b.instance)
+		b.views = idmap.NewViews(opts.StateDir, b.instance)
 	}
 	if err := b.startSpawner(); err != nil {
 		return nil, fmt.Errorf("the namespaces backend needs %s (scripts/install.sh builds it): %w", spawner.BinaryName, err)
@@ -168,8 +168,8 @@ func (b *Backend) Close() error {
 	}
 	b.spawnerMu.Unlock()
 	var errs []error
-	if b.lowers != nil {
-		errs = append(errs, b.lowers.close())
+	if b.views != nil {
+		errs = append(errs, b.views.Close())
 	}
 	if b.cgroups != nil {
 		errs = append(errs, b.cgroups.RemoveParent())
@@ -228,8 +228,8 @@ func (b *Backend) idMappings() (uids, gids []syscall.SysProcIDMap, setgroups boo
 			[]syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}, false
 	}
 	// Root inside is an unprivileged host uid that owns no host file, not
-	// even the image's (see sandboxUIDBase): the image is shown to it
-	// through an idmapped view (lowers).
-	m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: sandboxUIDBase, Size: idmap.Size}}
+	// even the image's (see idmap.SandboxBase): the image is shown to it
+	// through an idmapped view (b.views).
+	m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: idmap.SandboxBase, Size: idmap.Size}}
 	return m, m, true
 }

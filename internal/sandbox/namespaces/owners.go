@@ -20,7 +20,7 @@ import (
 // these must be uids no host process runs as: the range lies far from the
 // uids distributions hand out, above the images' (1000000000 to
 // 1000065535, see images.DefaultUIDBase) and below the sandboxes' own
-// (sandboxUIDBase).
+// (idmap.SandboxBase).
 const (
 	ownerUIDBase  = 1_100_000_000
 	ownerUIDCount = 65536

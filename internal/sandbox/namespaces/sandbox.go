@@ -63,15 +63,12 @@ func (s *nsSandbox) start(ctx context.Context, cfg sandbox.Config) error {
 		if s.owner, err = b.owners.take(); err != nil {
 			return err
 		}
-		if inRange(s.owner, cfg.Image.UIDBase) || inRange(s.owner, sandboxUIDBase) {
-			return fmt.Errorf("user namespace owner %d lies among the image's uids (from %d) or the sandbox's (from %d)", s.owner, cfg.Image.UIDBase, sandboxUIDBase)
-		}
-		if inRange(sandboxUIDBase, cfg.Image.UIDBase) || inRange(cfg.Image.UIDBase, sandboxUIDBase) {
-			return fmt.Errorf("the image's uids (from %d) overlap the sandbox's (from %d): the sandbox could write the image", cfg.Image.UIDBase, sandboxUIDBase)
+		if inRange(s.owner, cfg.Image.UIDBase) || inRange(s.owner, idmap.SandboxBase) {
+			return fmt.Errorf("user namespace owner %d lies among the image's uids (from %d) or the sandbox's (from %d)", s.owner, cfg.Image.UIDBase, idmap.SandboxBase)
 		}
 	}
-	if b.lowers != nil {
-		if rootfs, err = b.lowers.path(cfg.Image); err != nil {
+	if b.views != nil {
+		if rootfs, err = b.views.Path(cfg.Image.RootFS, cfg.Image.UIDBase); err != nil {
 			return err
 		}
 	}
