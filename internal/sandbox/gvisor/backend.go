@@ -130,7 +130,7 @@ func New(opts Options) (*Backend, error) {
 			return nil, fmt.Errorf("create %s: %w", d, err)
 		}
 	}
-	// The gofer runs as the image's unprivileged owner and must reach the
+	// The gofer runs as the sandboxes' unprivileged uid and must reach the
 	// init binary.
 	if err := os.Chmod(opts.StateDir, 0o755); err != nil {
 		return nil, fmt.Errorf("chmod %s: %w", opts.StateDir, err)

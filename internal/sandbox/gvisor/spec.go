@@ -30,7 +30,7 @@ type specInput struct {
 // buildSpec returns the OCI configuration of a sandbox: the image as root
 // (runsc's in-memory overlay keeps it unmodified), its own /proc, fresh
 // pid/ipc/uts/mount/network namespaces, a user namespace mapping root to the
-// image's owner, and limits. Nothing of the host is mounted: init itself is
+// sandboxes' uid (the image's owner when no view is given), and limits. Nothing of the host is mounted: init itself is
 // handed to runsc as an open file (--exec-fd), because runsc's gofer creates
 // the mount point of a bind mount in the image's directory on disk.
 func buildSpec(in specInput) *specs.Spec {
