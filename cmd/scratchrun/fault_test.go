@@ -3,6 +3,7 @@
 package main
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -26,11 +27,18 @@ func TestHostileKilledEngineIsCleanedUpAtStart(t *testing.T) {
 		}
 		engines = append(engines, cmd)
 	}
-	// Wait until all four sandboxes exist.
+	// Wait until all four sandboxes run their jobs (the parent's control
+	// files are not groups; a sandbox's job runs once its image is set up).
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		groups, _ := filepath.Glob("/sys/fs/cgroup/memory/" + cgroupParent + "/*")
-		if len(groups) >= 4 {
+		groups, _ := filepath.Glob("/sys/fs/cgroup/memory/" + cgroupParent + "/*/cgroup.procs")
+		running := 0
+		for _, g := range groups {
+			if data, err := os.ReadFile(g); err == nil && len(strings.Fields(string(data))) > 1 {
+				running++
+			}
+		}
+		if running >= 4 {
 			break
 		}
 		if time.Now().After(deadline) {
