@@ -22,8 +22,9 @@ import (
 	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces"
 )
 
-// imageUIDBase is the host uid that owns images' uid 0 and that a sandbox's
-// root maps to: far above any real account, below the 32-bit limit.
+// imageUIDBase is the host uid that owns images' uid 0: far above any real
+// account, below the 32-bit limit, and not a sandbox's (idmap.SandboxBase),
+// which sees the image through an idmapped view.
 const imageUIDBase = 1_000_000_000
 
 // dataDir is where images live: SCRATCHRUN_DATA_DIR, else /var/lib/scratchrun

@@ -70,7 +70,11 @@ func TestHostileKilledEngineIsCleanedUpAtStart(t *testing.T) {
 	if r.code != 0 || r.stdout != "fresh\n" {
 		t.Fatalf("engine after the crash: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
 	}
-	if left := leakcheck.WaitClean(before, leakOpts, 5*time.Second); len(left) > 0 {
+	// Every engine has ended: the image views the killed ones kept for
+	// their life count as leaks too, unless the new one swept them.
+	ended := leakOpts
+	ended.BackendMounts = nil
+	if left := leakcheck.WaitClean(before, ended, 5*time.Second); len(left) > 0 {
 		t.Errorf("left after restart: %v", left)
 	}
 }

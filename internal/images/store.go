@@ -18,8 +18,9 @@ import (
 const DefaultRoot = "/var/lib/scratchrun"
 
 // DefaultUIDBase is the host uid (and gid) that owns an image's root-owned
-// files when Options.UIDBase is zero: sandboxes map their ids 0..65535
-// onto DefaultUIDBase..DefaultUIDBase+65535.
+// files when Options.UIDBase is zero. A root engine's sandboxes do not run
+// as these uids (they would own the store): they see the image through an
+// idmapped view that shows it as their own (package idmap).
 const DefaultUIDBase uint32 = 1000000000
 
 // Image sources, as recorded in image.json and reported by List.

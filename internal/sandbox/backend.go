@@ -86,8 +86,9 @@ type MemoryBudget interface {
 type Image struct {
 	// RootFS is the host directory holding the image's tree.
 	RootFS string
-	// UIDBase is the host uid that the image's uid 0 is owned by: the sandbox's
-	// user namespace maps its 0..65535 there.
+	// UIDBase is the host uid that the image's uid 0 is owned by. A root
+	// engine's sandbox does not run as these uids but sees them as its own
+	// through an idmapped view (package idmap).
 	UIDBase uint32
 }
 

@@ -29,6 +29,8 @@ import (
 	"github.com/scratchrun/scratchrun/internal/sandbox"
 	"github.com/scratchrun/scratchrun/internal/sandbox/cgroups"
 	"github.com/scratchrun/scratchrun/internal/sandbox/goinit"
+	"github.com/scratchrun/scratchrun/internal/sandbox/hostside"
+	"github.com/scratchrun/scratchrun/internal/sandbox/idmap"
 )
 
 // cleanWait bounds the wait, at the end, for what sandboxes leave to go
@@ -63,7 +65,8 @@ func (e *Env) Level(name string, open Opener) *Level {
 	l := &Level{
 		Name: name, StateDir: filepath.Join("/run", id), CgroupParent: id, open: open,
 	}
-	l.Leak = leakcheck.Options{CgroupParent: l.CgroupParent, MountMarkers: []string{l.StateDir, DataDir()}}
+	l.Leak = leakcheck.Options{CgroupParent: l.CgroupParent, MountMarkers: []string{l.StateDir, DataDir()},
+		BackendMounts: viewDirs(l.StateDir)}
 	e.levels = append(e.levels, l)
 	return l
 }
@@ -105,7 +108,11 @@ func (e *Env) Run(m *testing.M) int {
 	}
 	if code == 0 {
 		for _, l := range e.levels {
-			if left := leakcheck.WaitClean(l.before, l.Leak, cleanWait); len(left) > 0 {
+			// The backend is closed: what it kept for its life must be
+			// gone too.
+			closed := l.Leak
+			closed.BackendMounts = nil
+			if left := leakcheck.WaitClean(l.before, closed, cleanWait); len(left) > 0 {
 				fmt.Fprintf(os.Stderr, "the %s suite left behind (%s):\n  %s\n", e.suite, l.Name, strings.Join(left, "\n  "))
 				code = 1
 			}
@@ -219,7 +226,29 @@ func (l *Level) close() error {
 		}
 		return l.real.Close()
 	}
+	// A killed engine's image views are what the next engine would sweep.
+	for _, dir := range viewStateDirs(l.StateDir) {
+		if _, err := idmap.SweepViews(dir, hostside.InstanceAlive); err != nil {
+			return err
+		}
+	}
 	return removeCgroupDirs(l.CgroupParent)
+}
+
+// viewStateDirs are the state directories below which a level's engines
+// keep their image views (idmap.ViewsDir): the level's own, and the
+// gVisor backend's of the CLI's binaries (cmd/scratchrun's newBackend).
+func viewStateDirs(stateDir string) []string {
+	return []string{stateDir, filepath.Join(stateDir, "gvisor")}
+}
+
+// viewDirs are the prefixes of those views' mount points.
+func viewDirs(stateDir string) []string {
+	var out []string
+	for _, d := range viewStateDirs(stateDir) {
+		out = append(out, filepath.Join(d, idmap.ViewsDir)+"/")
+	}
+	return out
 }
 
 // Shared is a level's backend as the binary's tests share it: it counts the

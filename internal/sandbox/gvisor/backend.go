@@ -15,6 +15,7 @@ import (
 	"github.com/scratchrun/scratchrun/internal/sandbox"
 	"github.com/scratchrun/scratchrun/internal/sandbox/cgroups"
 	"github.com/scratchrun/scratchrun/internal/sandbox/hostside"
+	"github.com/scratchrun/scratchrun/internal/sandbox/idmap"
 )
 
 // Platforms runsc can run on. KVM needs hardware virtualisation that works
@@ -79,6 +80,9 @@ type Backend struct {
 	probeCached bool
 	cgroups     *cgroups.Manager
 	instance    string
+	// views show images to the sandboxes' uids (idmap.SandboxBase), which
+	// own no image file.
+	views       *idmap.Views
 	seq         atomic.Uint64
 	overhead    int64
 	limitations []string
@@ -135,7 +139,7 @@ func New(opts Options) (*Backend, error) {
 			return nil, fmt.Errorf("create %s: %w", d, err)
 		}
 	}
-	// The gofer runs as the image's unprivileged owner and must reach the
+	// The gofer runs as the sandboxes' unprivileged uid and must reach the
 	// init binary.
 	if err := os.Chmod(opts.StateDir, 0o755); err != nil {
 		return nil, fmt.Errorf("chmod %s: %w", opts.StateDir, err)
@@ -184,6 +188,9 @@ func New(opts Options) (*Backend, error) {
 	}
 	n, err := b.sweep()
 	hostside.LogSweep(opts.Logger, "gVisor sandboxes", n, err)
+	n, err = idmap.SweepViews(opts.StateDir, hostside.InstanceAlive)
+	hostside.LogSweep(opts.Logger, "image views", n, err)
+	b.views = idmap.NewViews(opts.StateDir, b.instance)
 	if err := b.choosePlatform(); err != nil {
 		b.Close()
 		return nil, err
@@ -191,12 +198,15 @@ func New(opts Options) (*Backend, error) {
 	return b, nil
 }
 
-// Close implements sandbox.Backend: it removes the backend's empty cgroup
-// parent directories and the network namespace runsc pins in its state
-// directory. Sandboxes must all be destroyed first.
+// Close implements sandbox.Backend: it removes the images' views, the
+// backend's empty cgroup parent directories and the network namespace
+// runsc pins in its state directory. Sandboxes must all be destroyed first.
 func (b *Backend) Close() error {
 	var errs []error
 	errs = append(errs, unpinNullNetNS(b.runscRoot))
+	if b.views != nil {
+		errs = append(errs, b.views.Close())
+	}
 	if b.cgroups == nil {
 		return errors.Join(errs...)
 	}

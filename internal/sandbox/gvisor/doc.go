@@ -7,8 +7,9 @@
 // the Go one (package goinit, installed as scratchrun-init):
 //
 //   - Create writes an OCI bundle (the image as root under runsc's in-memory
-//     overlay, its own /proc, fresh namespaces, a user namespace mapping root
-//     to the image's owner, limits) and starts `runsc run` attached. The
+//     overlay, served from an idmapped view that shows its files as the
+//     sandboxes' uids', its own /proc, fresh namespaces, a user namespace
+//     mapping root to idmap.SandboxBase, which owns no image file, limits) and starts `runsc run` attached. The
 //     container's process is ScratchRun's init, executed from an open file
 //     (--exec-fd); its control and status pipes are the container's fds 3
 //     and 4 and the engine's output pipes its fds 1 and 2 (--pass-fd). Init

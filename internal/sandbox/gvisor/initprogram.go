@@ -25,7 +25,7 @@ func dynamicallyLinked(path string) bool {
 }
 
 // installInit copies the init program (see hostside.InitProgram) into dir, where the
-// gofer, running as the image's unprivileged owner, can serve it.
+// gofer, running as the sandboxes' unprivileged uid, can serve it.
 func installInit(dir, configured string) (string, error) {
 	return hostside.InstallInitProgram(dir, hostside.InitProgram(configured))
 }

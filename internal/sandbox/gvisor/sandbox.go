@@ -65,6 +65,14 @@ func (s *gvSandbox) ID() string { return s.id }
 func (s *gvSandbox) start(ctx context.Context, cfg sandbox.Config, platform string) error {
 	b := s.backend
 	in := specInput{cfg: cfg, initCaps: b.initCaps}
+	// The probe of a dynamically linked init runs on the host's "/", which
+	// holds no image file and cannot be idmapped (proc, sysfs below it).
+	if b.views != nil && cfg.Image.UIDBase != 0 && cfg.Image.RootFS != "/" {
+		var err error
+		if in.view, err = b.views.Path(cfg.Image.RootFS, cfg.Image.UIDBase); err != nil {
+			return err
+		}
+	}
 	if cfg.MemoryBytes > 0 {
 		in.memory = cfg.MemoryBytes + b.overhead
 	}

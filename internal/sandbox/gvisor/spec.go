@@ -10,6 +10,7 @@ import (
 
 	"github.com/scratchrun/scratchrun/internal/sandbox"
 	"github.com/scratchrun/scratchrun/internal/sandbox/goinit"
+	"github.com/scratchrun/scratchrun/internal/sandbox/idmap"
 )
 
 // cpuPeriod is the CFS period the CPU quota is expressed in.
@@ -18,6 +19,7 @@ const cpuPeriod = 100000
 // specInput is what one sandbox's OCI configuration is made from.
 type specInput struct {
 	cfg        sandbox.Config
+	view       string   // the image's idmapped view (idmap.Views), "" to serve cfg.Image.RootFS as it is
 	initCaps   []string // init's capabilities: the kept set plus CAP_SYS_ADMIN and CAP_SYS_RESOURCE
 	cgroupPath string   // "" when runsc must not touch cgroups
 	netnsPath  string   // the egress slot's namespace, "" for a new empty one
@@ -28,7 +30,7 @@ type specInput struct {
 // buildSpec returns the OCI configuration of a sandbox: the image as root
 // (runsc's in-memory overlay keeps it unmodified), its own /proc, fresh
 // pid/ipc/uts/mount/network namespaces, a user namespace mapping root to the
-// image's owner, and limits. Nothing of the host is mounted: init itself is
+// sandboxes' uid (the image's owner when no view is given), and limits. Nothing of the host is mounted: init itself is
 // handed to runsc as an open file (--exec-fd), because runsc's gofer creates
 // the mount point of a bind mount in the image's directory on disk.
 func buildSpec(in specInput) *specs.Spec {
@@ -72,10 +74,18 @@ func buildSpec(in specInput) *specs.Spec {
 		// stops them from making the threads their runtime needs.
 		spec.Process.Rlimits = []specs.POSIXRlimit{{Type: "RLIMIT_NPROC", Hard: nproc, Soft: nproc}}
 	}
+	if in.view != "" {
+		spec.Root.Path = in.view
+	}
 	if base := cfg.Image.UIDBase; base != 0 {
-		// The gofer and Sentry run as the image's owner in a user namespace
-		// of their own, never as host root: an escape from the Sentry lands
-		// in an unprivileged uid that owns nothing but image files.
+		if in.view != "" {
+			// The view shows the image's files as idmap.SandboxBase's.
+			base = idmap.SandboxBase
+		}
+		// The gofer and Sentry run as the sandboxes' uids in a user
+		// namespace of their own, never as host root: an escape from the
+		// Sentry lands in an unprivileged uid that owns no host file, not
+		// even the image's (the gofer serves them through the view).
 		spec.Linux.Namespaces = append(spec.Linux.Namespaces, specs.LinuxNamespace{Type: specs.UserNamespace})
 		spec.Linux.UIDMappings = []specs.LinuxIDMapping{{ContainerID: 0, HostID: base, Size: 65536}}
 		spec.Linux.GIDMappings = []specs.LinuxIDMapping{{ContainerID: 0, HostID: base, Size: 65536}}

@@ -9,12 +9,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/scratchrun/scratchrun/internal/sandbox"
-	"github.com/scratchrun/scratchrun/internal/sandbox/hostside"
+	"github.com/scratchrun/scratchrun/internal/sandbox/idmap"
 )
 
 // A runtime image is a host directory whose files the image store owns
@@ -164,60 +163,11 @@ func (r *rootImages) build(img sandbox.Image, path string) error {
 // tree in which its files are owned from 0 up. Detached, it is nowhere in
 // the mount table and goes away with its last descriptor.
 func shiftedTree(img sandbox.Image) (*os.File, error) {
-	userns, err := shiftNamespace(img.UIDBase)
-	if err != nil {
-		return nil, err
-	}
-	defer userns.Close()
-	fd, err := unix.OpenTree(unix.AT_FDCWD, img.RootFS, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
-	if err != nil {
-		return nil, fmt.Errorf("open_tree %s: %w", img.RootFS, err)
-	}
 	// Shifted, the image's root files are host root's: while mounted for
 	// mkfs.erofs, a set-id file there (one the store did not strip) must
 	// not make a host user root, nor a device node reach a device.
-	attr := unix.MountAttr{
-		Attr_set:  unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC,
-		Userns_fd: uint64(userns.Fd()),
-	}
-	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("idmap %s (its file system must support idmapped mounts): %w", img.RootFS, err)
-	}
-	return os.NewFile(uintptr(fd), img.RootFS), nil
-}
-
-// shiftNamespace returns a user namespace in which uid and gid base+N are
-// host uid and gid N (N < 65536): as an idmapping of a mount it shows the
-// image's files owned from 0. A namespace needs a process to be made: cat
-// holds it, waiting on a pipe, until the descriptor is open.
-func shiftNamespace(base uint32) (*os.File, error) {
-	cat, err := exec.LookPath("cat")
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(cat)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	m := []syscall.SysProcIDMap{{ContainerID: int(base), HostID: 0, Size: 65536}}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER, UidMappings: m, GidMappings: m, Pdeathsig: syscall.SIGKILL}
-	if err := hostside.StartChild(cmd); err != nil {
-		stdin.Close()
-		return nil, fmt.Errorf("make an idmapping namespace: %w", err)
-	}
-	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/user", cmd.Process.Pid))
-	stdin.Close()
-	waitErr := cmd.Wait()
-	if err != nil {
-		return nil, fmt.Errorf("make an idmapping namespace: %w", err)
-	}
-	if waitErr != nil {
-		ns.Close()
-		return nil, errors.Join(errors.New("idmapping namespace holder failed"), waitErr)
-	}
-	return ns, nil
+	return idmap.Tree(img.RootFS, img.UIDBase, 0,
+		unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
 }
 
 // buildMountPrefix names the directories shifted trees are mounted on.

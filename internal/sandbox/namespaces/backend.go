@@ -17,6 +17,7 @@ import (
 	"github.com/scratchrun/scratchrun/internal/sandbox"
 	"github.com/scratchrun/scratchrun/internal/sandbox/cgroups"
 	"github.com/scratchrun/scratchrun/internal/sandbox/hostside"
+	"github.com/scratchrun/scratchrun/internal/sandbox/idmap"
 	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces/spawner"
 )
 
@@ -51,6 +52,10 @@ type Backend struct {
 	// owners gives each sandbox's user namespace an owner uid of its own
 	// (nil when not root: an ordinary user's namespaces are its own).
 	owners *owners
+	// views are the idmapped views of images sandboxes build on (nil
+	// when not root: an ordinary user cannot make idmapped mounts, and its
+	// sandboxes run as itself, which owns no image file).
+	views *idmap.Views
 
 	spawnerMu       sync.Mutex
 	spawner         *spawner.Spawner // starts every init; replaced if it dies
@@ -136,6 +141,11 @@ func New(opts Options) (*Backend, error) {
 		n, err := hostside.SweepDeadEngines(b.cgroups)
 		hostside.LogSweep(opts.Logger, "sandboxes", n, err)
 	}
+	if !b.rootless {
+		n, err := idmap.SweepViews(opts.StateDir, hostside.InstanceAlive)
+		hostside.LogSweep(opts.Logger, "image views", n, err)
+		b.views = idmap.NewViews(opts.StateDir, b.instance)
+	}
 	if err := b.startSpawner(); err != nil {
 		return nil, fmt.Errorf("the namespaces backend needs %s (scripts/install.sh builds it): %w", spawner.BinaryName, err)
 	}
@@ -146,9 +156,10 @@ func New(opts Options) (*Backend, error) {
 	return b, nil
 }
 
-// Close implements sandbox.Backend: it stops the spawner helper and removes
-// the backend's empty cgroup parent directories; nothing else is touched.
-// Sandboxes must all be destroyed first.
+// Close implements sandbox.Backend: it stops the spawner helper, removes
+// the images' idmapped views and the backend's empty cgroup parent
+// directories; nothing else is touched. Sandboxes must all be destroyed
+// first.
 func (b *Backend) Close() error {
 	b.spawnerMu.Lock()
 	b.closed = true
@@ -156,10 +167,14 @@ func (b *Backend) Close() error {
 		_ = b.spawner.Close()
 	}
 	b.spawnerMu.Unlock()
-	if b.cgroups == nil {
-		return nil
+	var errs []error
+	if b.views != nil {
+		errs = append(errs, b.views.Close())
 	}
-	return b.cgroups.RemoveParent()
+	if b.cgroups != nil {
+		errs = append(errs, b.cgroups.RemoveParent())
+	}
+	return errors.Join(errs...)
 }
 
 // Name implements sandbox.Backend.
@@ -207,13 +222,14 @@ func (b *Backend) Create(ctx context.Context, cfg sandbox.Config) (sandbox.Sandb
 	return s, nil
 }
 
-func (b *Backend) idMappings(base uint32) (uids, gids []syscall.SysProcIDMap, setgroups bool) {
+func (b *Backend) idMappings() (uids, gids []syscall.SysProcIDMap, setgroups bool) {
 	if b.rootless {
 		return []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
 			[]syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}, false
 	}
-	// Root inside is the image's owner outside: an unprivileged uid no host
-	// file belongs to.
-	m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(base), Size: 65536}}
+	// Root inside is an unprivileged host uid that owns no host file, not
+	// even the image's (see idmap.SandboxBase): the image is shown to it
+	// through an idmapped view (b.views).
+	m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: idmap.SandboxBase, Size: idmap.Size}}
 	return m, m, true
 }

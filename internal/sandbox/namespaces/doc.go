@@ -1,7 +1,9 @@
 // Package namespaces is the default isolation backend: each sandbox is a tree
 // of processes in new user, pid, mount, network, ipc, uts and cgroup
 // namespaces, on an overlay of the read-only image with a RAM-backed writable
-// layer, inside its own cgroup, behind Docker's seccomp profile.
+// layer, inside its own cgroup, behind Docker's seccomp profile. As root, a
+// sandbox runs as host uids that own no image file: its overlay's lower
+// layer is an idmapped, read-only view of the image (idmap.Views).
 //
 // The sandbox's pid 1 is a small C init (spawner/c/init.c), run in the child
 // the scratchrun-spawn helper (package spawner) clones into the new

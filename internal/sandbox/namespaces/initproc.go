@@ -75,8 +75,8 @@ func (b *Backend) SpawnerRestarts() int {
 // spawner/c/init.c) in new namespaces with the child ends of pipes as its
 // fds 1-4, its user namespace owned by owner (when not 0), and in group
 // (when not nil).
-func (b *Backend) startInit(ctx context.Context, pipes *hostside.Pipes, uidBase, owner uint32, network *sandbox.Network, group *cgroups.Group) (*spawner.Process, error) {
-	uids, gids, setgroups := b.idMappings(uidBase)
+func (b *Backend) startInit(ctx context.Context, pipes *hostside.Pipes, owner uint32, network *sandbox.Network, group *cgroups.Group) (*spawner.Process, error) {
+	uids, gids, setgroups := b.idMappings()
 	flags := uintptr(sandboxNamespaces)
 	if network != nil {
 		// Join the prepared namespace instead of making an empty one.

@@ -18,8 +18,9 @@ import (
 //
 // An owner holds every capability over its namespace from outside it, so
 // these must be uids no host process runs as: the range lies far from the
-// uids distributions hand out and above the images' (1000000000 to
-// 1000065535, see images.DefaultUIDBase).
+// uids distributions hand out, above the images' (1000000000 to
+// 1000065535, see images.DefaultUIDBase) and below the sandboxes' own
+// (idmap.SandboxBase).
 const (
 	ownerUIDBase  = 1_100_000_000
 	ownerUIDCount = 65536

@@ -8,6 +8,7 @@ import (
 	"github.com/scratchrun/scratchrun/internal/sandbox"
 	"github.com/scratchrun/scratchrun/internal/sandbox/cgroups"
 	"github.com/scratchrun/scratchrun/internal/sandbox/hostside"
+	"github.com/scratchrun/scratchrun/internal/sandbox/idmap"
 	"github.com/scratchrun/scratchrun/internal/sandbox/initproto"
 	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces/spawner"
 )
@@ -57,15 +58,21 @@ func (s *nsSandbox) start(ctx context.Context, cfg sandbox.Config) error {
 		return err
 	}
 	s.conn = conn
+	rootfs := cfg.Image.RootFS
 	if b.owners != nil {
 		if s.owner, err = b.owners.take(); err != nil {
 			return err
 		}
-		if s.owner >= cfg.Image.UIDBase && s.owner-cfg.Image.UIDBase < 65536 {
-			return fmt.Errorf("user namespace owner %d lies among the image's uids (from %d)", s.owner, cfg.Image.UIDBase)
+		if inRange(s.owner, cfg.Image.UIDBase) || inRange(s.owner, idmap.SandboxBase) {
+			return fmt.Errorf("user namespace owner %d lies among the image's uids (from %d) or the sandbox's (from %d)", s.owner, cfg.Image.UIDBase, idmap.SandboxBase)
 		}
 	}
-	proc, startErr := b.startInit(ctx, conn.Pipes, cfg.Image.UIDBase, s.owner, cfg.Network, s.group)
+	if b.views != nil {
+		if rootfs, err = b.views.Path(cfg.Image.RootFS, cfg.Image.UIDBase); err != nil {
+			return err
+		}
+	}
+	proc, startErr := b.startInit(ctx, conn.Pipes, s.owner, cfg.Network, s.group)
 	// The child holds its own copies now (or failed to start).
 	conn.CloseChildEnds()
 	if startErr != nil {
@@ -76,7 +83,7 @@ func (s *nsSandbox) start(ctx context.Context, cfg sandbox.Config) error {
 	// later is rooted here.
 	s.init = proc
 	setup := hostside.Setup(cfg, b.confinement)
-	setup.RootFS = cfg.Image.RootFS
+	setup.RootFS = rootfs
 	setup.MountDir = b.mountDir
 	setup.WritableBytes = cfg.WritableBytes
 	setup.MapsGroups = !b.rootless
@@ -153,3 +160,6 @@ func (s *nsSandbox) MemoryUsage() int64 { return hostside.GroupMemory(s.group) }
 
 // CPUDemand implements sandbox.CPUMeter: the tasks of the sandbox's cgroup.
 func (s *nsSandbox) CPUDemand() (time.Duration, bool) { return hostside.GroupCPUDemand(s.group) }
+
+// inRange reports whether uid lies among the idmap.Size uids from base.
+func inRange(uid, base uint32) bool { return uid >= base && uid-base < idmap.Size }
