@@ -247,6 +247,10 @@ var (
 // when it cannot start. The binary's TestMain must call StopShared.
 func Shared(t testing.TB) *Cluster {
 	t.Helper()
+	if testing.Short() {
+		// The fast tier has no services (docs/design.md, "Test tiers").
+		t.Skip("skipped under -short (the fast tier): needs a PostgreSQL server")
+	}
 	sharedMu.Lock()
 	defer sharedMu.Unlock()
 	if shared == nil && sharedErr == nil {
