@@ -5,6 +5,8 @@
 // missing image fails the tests, never skips them), each level's backend
 // opened once and shared, and at the end the backends closed, their
 // directories removed and the leak check that proves nothing is left.
+// Under -short (the fast tier, an ordinary user: docs/design.md, "Test
+// tiers") Store and Backend skip the tests that need them instead.
 //
 // A suite declares its Env in a package variable, its levels with Level (or
 // levels.All for the whole table), and calls Main from TestMain. It only

@@ -5,7 +5,8 @@
 //
 // A test binary shares one cluster (Shared), started on first use, and
 // gives each test a database of its own (Cluster.NewDatabase); its TestMain
-// calls StopShared. A missing PostgreSQL fails the tests, never skips them.
+// calls StopShared. A missing PostgreSQL fails the tests, never skips them;
+// under -short (the fast tier, which has no services) Shared skips them.
 //
 // It must never touch a cluster it did not create, listen on TCP, or leave
 // its server running or its directory behind when stopped.
