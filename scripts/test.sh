@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs the whole test suite on a real host: installs what the tests need (the
-# same steps as install.sh, without the example), checks formatting and vet,
-# then runs every Go test. Needs root: tests create namespaces, cgroups and
-# mounts, and switch to another user.
+# same steps as install.sh, without the example), runs the fast tier (the
+# tests of logic under -race, as an ordinary user), checks formatting and
+# vet, then runs every Go test (the full tier). Needs root: tests create
+# namespaces, cgroups and mounts, and switch to another user.
 #
 #   sudo scripts/test.sh
 set -euo pipefail
@@ -11,6 +12,13 @@ cd "$repo"
 export PATH="$PATH:/usr/local/go/bin"
 
 scripts/install.sh --no-example
+
+# The fast tier first: the tests of logic under the race detector, as an
+# ordinary user with no images, no PostgreSQL and no root (-short skips the
+# rest, saying why), in a few minutes; a failure stops the run before the
+# 45-minute full tier. See docs/design.md, "Test tiers".
+printf '\n==> fast tier: go test -short -race ./... as an ordinary user (scripts/fast-tier.sh)\n' >&2
+scripts/fast-tier.sh
 
 # The MCP tests drive scratchrun with real clients from npm (test/mcp-node).
 printf '\n==> npm ci in test/mcp-node (MCP client tests)\n' >&2
@@ -36,5 +44,5 @@ go vet -tags hostile ./...
 
 # -tags hostile adds the hostile-input suite. -p 1: one package's sandboxes at
 # a time, so that tests with timeouts are not starved on a 2-core machine.
-printf '\n==> go test (with the hostile-input suite)\n' >&2
+printf '\n==> full tier: go test as root (with the hostile-input suite)\n' >&2
 go test -p 1 -count=1 -tags hostile -timeout 45m ./...

@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/scratchrun/scratchrun/internal/testenv"
 )
 
 // The cluster's commands refuse what cannot work before they connect to
@@ -10,6 +12,7 @@ import (
 // settings, NATS beyond loopback in the clear, a worker id no subject can
 // carry.
 func TestClusterFlagsRefuseUnsafeOrMeaninglessSetups(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary")
 	for _, c := range []struct {
 		args []string
 		want string

@@ -23,6 +23,7 @@ import (
 	"github.com/scratchrun/scratchrun/internal/cluster"
 	"github.com/scratchrun/scratchrun/internal/execapi"
 	"github.com/scratchrun/scratchrun/internal/store"
+	"github.com/scratchrun/scratchrun/internal/testenv"
 	"github.com/scratchrun/scratchrun/internal/testenv/postgres"
 )
 
@@ -30,6 +31,7 @@ import (
 // step leaves as it found it (a killed worker restarted, a killed NATS
 // node back), in the order of the list.
 func TestCluster(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
 	postgres.Shared(t) // its processes are the suite's, not the sandboxes'
 	before := snapshot()
 	c := startCluster(t)

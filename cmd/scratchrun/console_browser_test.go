@@ -19,6 +19,7 @@ import (
 
 	"github.com/scratchrun/scratchrun/internal/leakcheck"
 	"github.com/scratchrun/scratchrun/internal/store"
+	"github.com/scratchrun/scratchrun/internal/testenv"
 )
 
 // The web console in a real browser: Debian's chromium, headless, driven
@@ -224,6 +225,7 @@ const browserConsoleToken = "console-token-for-the-browser-test"
 // phone's; and see that a wrong token, a request without its CSRF token
 // and a cross-site form post are refused.
 func TestConsoleInBrowser(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
 	before := leakcheck.Take(leakOpts)
 	db := filepath.Join(t.TempDir(), "keys.db")
 	p := startServeEnv(t, []string{"SCRATCHRUN_CONSOLE_TOKEN=" + browserConsoleToken}, "--db", db)

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/scratchrun/scratchrun/internal/testenv"
 )
 
 // The deploy files (deploy/) start `scratchrun worker` and `scratchrun
@@ -14,6 +16,7 @@ import (
 // so that a renamed flag cannot leave a unit or a manifest that fails to
 // start.
 func TestDeployFilesUseRealFlagsAndVariables(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary")
 	help := map[string]string{}
 	for _, cmd := range []string{"worker", "serve"} {
 		r := scratchrun(t, t.TempDir(), "", cmd, "--help")

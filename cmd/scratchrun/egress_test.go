@@ -9,12 +9,15 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/scratchrun/scratchrun/internal/testenv"
 )
 
 // --allow-egress --network egress wires a sandbox to a network slot, and the
 // CLI removes everything again. It runs in a fresh network namespace with no
 // route anywhere, so the probe's packet cannot leave the machine.
 func TestExecEgressWiring(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
 	code := `import socket
 print(sorted(n for _, n in socket.if_nameindex()))
 print(open('/etc/resolv.conf').read().split()[1])
@@ -42,6 +45,7 @@ except OSError as e: print(type(e).__name__)
 // lock file of it is left in /run/scratchrun. The namespace is one the test
 // makes, with no route anywhere.
 func TestTwoEgressExecsAtOnce(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for egress")
 	}

@@ -11,11 +11,13 @@ import (
 	"time"
 
 	"github.com/scratchrun/scratchrun/internal/leakcheck"
+	"github.com/scratchrun/scratchrun/internal/testenv"
 )
 
 // kill -9 of engines in the middle of runs: their sandboxes die with them,
 // and the next engine to start removes every cgroup they left.
 func TestHostileKilledEngineIsCleanedUpAtStart(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
 	before := leakcheck.Take(leakOpts)
 	var engines []*exec.Cmd
 	for i := 0; i < 4; i++ {

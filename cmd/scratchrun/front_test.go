@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/scratchrun/scratchrun/internal/testenv"
 )
 
 // `scratchrun serve --metrics-addr`: the API's /metrics needs a key once
@@ -21,6 +23,7 @@ import (
 // for Prometheus; and it is refused beyond loopback unless the operator says
 // so.
 func TestServeMetricsAddr(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
 	db := filepath.Join(t.TempDir(), "keys.db")
 	key := createKey(t, db, "metrics")
 	p := startServe(t, "--db", db, "--metrics-addr", "127.0.0.1:0")
@@ -61,6 +64,7 @@ func TestServeMetricsAddr(t *testing.T) {
 // foreign Origin is refused with 403 as MCP requires, and connections beyond
 // --max-conns wait until one closes.
 func TestMCPHTTPIsBounded(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
 	const token = "a-long-enough-token-0123456789"
 	cmd := exec.Command(binary, "mcp", "--http", "127.0.0.1:0", "--max-conns", "3")
 	cmd.Env = append(os.Environ(), "SCRATCHRUN_MCP_TOKEN="+token, "SCRATCHRUN_POOL_FLOOR=0")

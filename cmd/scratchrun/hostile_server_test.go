@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/scratchrun/scratchrun/internal/leakcheck"
+	"github.com/scratchrun/scratchrun/internal/testenv"
 )
 
 func vmRSSKiB(pid int) int {
@@ -33,6 +34,7 @@ func vmRSSKiB(pid int) int {
 // a 429 with Retry-After, none hangs, the server's memory stays bounded, and
 // nothing is left afterwards.
 func TestHostileLoadFourTimesCapacity(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
 	before := leakcheck.Take(leakOpts)
 	t.Setenv("SCRATCHRUN_POOL_FLOOR", "1")
 	srv := startServe(t, "--db", filepath.Join(t.TempDir(), "load.db"), "--capacity", "2", "--queue-wait", "500ms")
@@ -103,6 +105,7 @@ func TestHostileLoadFourTimesCapacity(t *testing.T) {
 // Both servers run in one network namespace of the test's own, with no route
 // anywhere.
 func TestHostileServerKilledMidRunsRestartsClean(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
 	holder := exec.Command("unshare", "--net", "sleep", "600")
 	if err := holder.Start(); err != nil {
 		t.Fatal(err)

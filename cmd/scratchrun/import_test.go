@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/scratchrun/scratchrun/internal/testenv"
 )
 
 // worldReadableTempDir is a temp dir that a sandbox's unprivileged uid (or
@@ -72,6 +74,7 @@ func tinyRootfs(t *testing.T, path string) {
 
 // An operator imports a rootfs tarball as a new runtime and runs code in it.
 func TestImagesImportAddsARuntime(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
 	dir := worldReadableTempDir(t)
 	tarPath := filepath.Join(dir, "rootfs.tar")
 	tinyRootfs(t, tarPath)
@@ -94,6 +97,7 @@ func TestImagesImportAddsARuntime(t *testing.T) {
 // An ordinary user (as a desktop MCP client starts it) runs code too, and is
 // told once what cannot be enforced.
 func TestRunsAsOrdinaryUser(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to switch to another user")
 	}

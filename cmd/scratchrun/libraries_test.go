@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/scratchrun/scratchrun/internal/testenv"
 )
 
 // librariesCode uses each library the Python images add beyond numpy,
@@ -24,6 +26,7 @@ print(tabulate.tabulate([[1, 2]], headers=['a', 'b'], tablefmt='plain'))
 // Both Python images have the libraries agents reach for, working, quietly
 // (no warning on stderr), in a sandbox; node20 has npm.
 func TestImageLibraries(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
 	want := "3.0\n3.0\n42\nhi\n4\nTrue\n{'a': [1, 2]}\n  a    b\n  1    2\n"
 	for _, rt := range []string{"python3.13", "python3.11"} {
 		r := scratchrun(t, t.TempDir(), "", "exec", "--runtime", rt, "--memory-mb", "512", "--timeout-ms", "30000", "--code", librariesCode)

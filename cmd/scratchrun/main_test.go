@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
 	"image/png"
 	"os"
 	"os/exec"
@@ -30,6 +31,13 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		// The fast tier: the tests of the built binary skip (they need
+		// root and the images), so it is not built; the flag and
+		// configuration tests run in this process.
+		os.Exit(m.Run())
+	}
 	// World-readable so that the unprivileged-user test can execute it.
 	dir, err := os.MkdirTemp("", "scratchrun-cli-test-")
 	if err == nil {
@@ -91,6 +99,7 @@ func runCLI(t *testing.T, cmd *exec.Cmd) cliResult {
 }
 
 func TestExecCode(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
 	r := scratchrun(t, t.TempDir(), "", "exec", "--runtime", "python3.13", "--code", "print(1)")
 	if r.code != 0 || r.stdout != "1\n" {
 		t.Fatalf("exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
@@ -100,6 +109,7 @@ func TestExecCode(t *testing.T) {
 // The README's second form: a script file, env, an input file from the host,
 // a returned file written into the current directory, and the exit code.
 func TestExecScriptWithEnvFilesAndReturn(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "script.sh"), []byte("cat /tmp/in.csv | tr a-z A-Z > /tmp/out.csv\necho \"hello $NAME\"\necho warn >&2\nexit 3\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "data.csv"), []byte("a,b\n1,2\n"), 0o644)
@@ -116,6 +126,7 @@ func TestExecScriptWithEnvFilesAndReturn(t *testing.T) {
 
 // --request prints exactly the contract's result JSON.
 func TestExecRequestJSON(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
 	dir := t.TempDir()
 	req := `{"runtime": "python3.13", "code": "import os\nprint(os.environ['K'])\nopen('/tmp/o.bin','wb').write(bytes(range(256)))",
 	         "limits": {"timeout_ms": 5000, "memory_mb": 128}, "env": {"K": "v"},
@@ -154,6 +165,7 @@ func TestExecRequestJSON(t *testing.T) {
 }
 
 func TestExecBadInputExits2(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "bad.json"), []byte(`{"runtime": "bash", "code": "x", "limits": {"timeout_ms": "soon"}}`), 0o644)
 	os.WriteFile(filepath.Join(dir, "zero.json"), []byte(`{"runtime": "bash", "code": "x", "limits": {"memory_mb": 0}}`), 0o644)
@@ -189,6 +201,7 @@ func TestExecBadInputExits2(t *testing.T) {
 }
 
 func TestImagesList(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
 	r := scratchrun(t, t.TempDir(), "", "images", "list")
 	if r.code != 0 {
 		t.Fatalf("exit %d stderr %q", r.code, r.stderr)
@@ -202,6 +215,7 @@ func TestImagesList(t *testing.T) {
 
 // The README's main job: the chart example writes a real PNG here.
 func TestChartExample(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
 	dir := t.TempDir()
 	example, _ := filepath.Abs("../../examples/chart.py")
 	r := scratchrun(t, dir, "", "exec", "--runtime", "python3.13", example, "--return", "/tmp/chart.png")

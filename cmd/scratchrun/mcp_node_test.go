@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/scratchrun/scratchrun/internal/testenv"
 )
 
 // Real MCP clients no one on the team wrote, against the real binary: the
@@ -77,6 +79,7 @@ func runNode(t *testing.T, dir string, extraEnv []string, name string, args ...s
 }
 
 func TestNodeSDKClientOverStdio(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
 	dir := nodeProject(t)
 	out, errOut, err := runNode(t, dir, nil, "node", "client.mjs", "stdio", binary)
 	if err != nil || !strings.HasPrefix(out, "ok: stdio") {
@@ -86,6 +89,7 @@ func TestNodeSDKClientOverStdio(t *testing.T) {
 }
 
 func TestNodeSDKClientOverStreamableHTTP(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
 	dir := nodeProject(t)
 	const token = "node-client-test-token-0123456789"
 	url, stopServer := startMCPHTTP(t, token)
@@ -105,6 +109,7 @@ func TestNodeSDKClientOverStreamableHTTP(t *testing.T) {
 }
 
 func TestMCPInspectorCLI(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
 	dir := nodeProject(t)
 	env := []string{"MCP_CATALOG_PATH=" + filepath.Join(t.TempDir(), "catalog.json")}
 	serverEnv := []string{"-e", "SCRATCHRUN_STATE_DIR=" + stateDir, "-e", "SCRATCHRUN_CGROUP_PARENT=" + cgroupParent}

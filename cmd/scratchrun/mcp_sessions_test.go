@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/scratchrun/scratchrun/internal/testenv"
 )
 
 // initialize opens an MCP session at url with token, raw: the answer's
@@ -31,6 +33,7 @@ func initialize(t *testing.T, url, token string) (int, string, string, string) {
 // closing the first (DELETE) lets the next in. Negative bounds are usage
 // errors, for serve too.
 func TestMCPHTTPSessionFlags(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
 	const token = "session-flags-test-token-0123456789"
 	url, stop := startMCPHTTP(t, token, "--mcp-sessions-per-key", "1", "--mcp-session-idle", "1h")
 	defer stop()

@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/scratchrun/scratchrun/internal/leakcheck"
+	"github.com/scratchrun/scratchrun/internal/testenv"
 )
 
 // syncBuffer collects a child's stderr for reading while it runs.
@@ -37,6 +38,7 @@ func (b *syncBuffer) String() string {
 }
 
 func TestMCPFlagsRefuseUnsafeSetups(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
 	dir := t.TempDir()
 	cases := []struct {
 		env  []string
@@ -88,6 +90,7 @@ func stdioSession(t *testing.T, env []string, opts *mcp.ClientOptions) (*mcp.Cli
 // would wait for the call before closing), which also shows that stdout
 // carries nothing but protocol messages.
 func TestMCPStdioClientQuitsMidRun(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
 	before := leakcheck.Take(leakOpts)
 	cmd := exec.Command(binary, "mcp")
 	stderr := &syncBuffer{}
@@ -172,6 +175,7 @@ func TestMCPStdioClientQuitsMidRun(t *testing.T) {
 // Remote mode with the server down: the binary still starts and serves the
 // tool; a call is a tool error that names the URL, and the key shows nowhere.
 func TestMCPRemoteServerDown(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

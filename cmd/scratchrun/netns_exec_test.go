@@ -6,12 +6,15 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/scratchrun/scratchrun/internal/testenv"
 )
 
 // An engine started under `ip netns exec` (which remounts /sys, hiding
 // /sys/fs/cgroup) still finds the host's cgroup hierarchy and enforces the
 // memory limit; it used to run without limits, with only a warning.
 func TestLimitsHoldUnderIPNetnsExec(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for ip netns")
 	}
@@ -42,6 +45,7 @@ func TestLimitsHoldUnderIPNetnsExec(t *testing.T) {
 // visible) refuses to start, naming the variable that allows it; with the
 // variable it runs, and every result says what is not enforced.
 func TestRootWithoutCgroupsRefusesUnlessAllowed(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
 	if os.Geteuid() != 0 {
 		t.Skip("needs root")
 	}

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/scratchrun/scratchrun/internal/testenv"
 )
 
 // ordinaryUser is a throwaway account the test creates, as CI has no
@@ -87,6 +89,7 @@ func (o *ordinaryUser) command(args ...string) *exec.Cmd {
 // the MCP tool's description and schema, GET /v1/runtimes, and the warning
 // at start (a whole sentence).
 func TestOrdinaryUserIsToldWhatIsNotEnforced(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
 	u := newOrdinaryUser(t)
 	const note = "This host does not enforce the memory, process-count and CPU limits"
 
@@ -207,6 +210,7 @@ func cgroup2Mount(t *testing.T) string {
 // there the test proves discovery, use and honest reporting; on a host
 // whose unified hierarchy offers memory it also proves the memory limit.
 func TestOrdinaryUserUsesADelegatedCgroup(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
 	u := newOrdinaryUser(t)
 	mnt := cgroup2Mount(t)
 	if mnt == "" {
@@ -330,6 +334,7 @@ func readFileOr(path string) string {
 // font cache the image baked instead of building one, and writing to $HOME
 // works.
 func TestOrdinaryUserHasAWritableHome(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
 	u := newOrdinaryUser(t)
 	code := `import glob, os
 baked = glob.glob(os.path.expanduser("~/.cache/matplotlib/fontlist-*.json"))

@@ -22,6 +22,8 @@ import (
 	"testing"
 
 	"github.com/vishvananda/netns"
+
+	"github.com/scratchrun/scratchrun/internal/testenv"
 )
 
 // The package tests' world: the engine runs in a network namespace of its
@@ -223,6 +225,7 @@ func buildNpmTarball(t *testing.T, name string, index string) []byte {
 // writable layer and are gone in the next call; a package too big for the
 // writable layer gets a note that says what the room is.
 func TestPipAndNpmInstallWithEgress(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
 	big := make([]byte, 24<<20)
 	rng := rand.NewChaCha8([32]byte{1})
 	rng.Read(big)
@@ -294,6 +297,7 @@ ls /usr/lib/node_modules/scratchrun-hello/index.js`)
 // A program that fills the writable layer (or /tmp) and says "No space left
 // on device" gets a note with the sizes it may write.
 func TestNoSpaceNote(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
 	t.Setenv("SCRATCHRUN_WRITABLE_MB", "16")
 	for _, c := range []struct{ runtime, code string }{
 		{"bash", "head -c 32M /dev/zero > /var/big"},

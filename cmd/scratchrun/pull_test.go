@@ -21,6 +21,7 @@ import (
 
 	"github.com/scratchrun/scratchrun/internal/images/imagestest"
 	"github.com/scratchrun/scratchrun/internal/leakcheck"
+	"github.com/scratchrun/scratchrun/internal/testenv"
 )
 
 // An operator pulls images from a registry (a real one, on loopback, serving
@@ -30,6 +31,7 @@ import (
 // root runs, a second pull of the same digest downloads nothing, and an
 // alias says in its note what ran.
 func TestImagesPullAndRun(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
 	base := projectRootfsLayer(t)
 	reg := imagestest.NewRegistry(t)
 
@@ -148,6 +150,7 @@ echo x > /tmp/x && [ ! -e /etc/x ] && [ -d /tmp ] && [ -r /proc/self/status ] &&
 // A pull that fails (here a layer corrupted on its way) says which layer,
 // exits 1, and leaves nothing behind.
 func TestImagesPullCorruptLayer(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
 	reg := imagestest.NewRegistry(t)
 	img := imagestest.Image(t, "linux/amd64", v1.Config{}, projectRootfsLayer(t))
 	reg.Push("team/broken:1", img)
@@ -183,6 +186,7 @@ func TestImagesPullCorruptLayer(t *testing.T) {
 // /v1/runtimes and in the MCP tool's runtime enum, kept warm (--warm python
 // pre-starts the image's interpreter), and run.
 func TestPulledRuntimeInServeAndMCP(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
 	before := leakcheck.Take(leakOpts)
 	reg := imagestest.NewRegistry(t)
 	reg.Push("lang/python:3.13", imagestest.Image(t, "linux/amd64", v1.Config{Env: []string{"LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1"}}, projectRootfsLayer(t, true)))
@@ -242,6 +246,7 @@ func TestPulledRuntimeInServeAndMCP(t *testing.T) {
 // `images import` takes what `docker save` writes and an OCI image layout,
 // as well as a rootfs tarball, and the runtime runs.
 func TestImagesImportArchiveAndLayout(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
 	img := imagestest.Image(t, "linux/amd64", v1.Config{Env: []string{"ORIGIN=archive"}}, projectRootfsLayer(t))
 	dir := worldReadableTempDir(t)
 	archive := filepath.Join(dir, "saved.tar")

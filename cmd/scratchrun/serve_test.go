@@ -20,6 +20,7 @@ import (
 	"github.com/scratchrun/scratchrun/internal/execapi"
 	"github.com/scratchrun/scratchrun/internal/leakcheck"
 	"github.com/scratchrun/scratchrun/internal/store"
+	"github.com/scratchrun/scratchrun/internal/testenv"
 	"github.com/scratchrun/scratchrun/internal/testenv/postgres"
 )
 
@@ -104,6 +105,7 @@ func metricLine(url, key, name string) string {
 // SIGTERM drains: the run in flight completes with 200, new requests get 503
 // or find the port closed, the process exits 0, and no sandbox is left.
 func TestServeSIGTERMDrains(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
 	before := leakcheck.Take(leakOpts)
 	db := filepath.Join(t.TempDir(), "keys.db")
 	key := createKey(t, db, "drain")
@@ -169,6 +171,7 @@ func TestServeSIGTERMDrains(t *testing.T) {
 
 // Without keys the server refuses an address beyond loopback, unless told.
 func TestServeRefusesNonLoopbackWithoutKeys(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
 	db := filepath.Join(t.TempDir(), "keys.db")
 	for _, args := range [][]string{
 		{"serve", "--addr", "0.0.0.0:0", "--db", db},
@@ -199,6 +202,7 @@ func TestServeRefusesNonLoopbackWithoutKeys(t *testing.T) {
 // keys create, list, set, revoke and usage, as the README shows them, on a
 // SQLite file and on a PostgreSQL database.
 func TestKeysCommands(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
 	t.Run("sqlite", func(t *testing.T) {
 		db := filepath.Join(t.TempDir(), "keys.db")
 		key := keysCommands(t, db)
@@ -277,6 +281,7 @@ func keysCommands(t *testing.T, db string) string {
 // A database that cannot be opened is named in the error, its password
 // never; a URL of another database is refused as such.
 func TestKeysDatabaseErrors(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
 	dir := t.TempDir()
 	r := scratchrun(t, dir, "", "keys", "list", "--db", "postgres://agent:hunter2@/nosuch?host="+dir)
 	if r.code == 0 || strings.Contains(r.stderr, "hunter2") || !strings.Contains(r.stderr, "postgres://agent:xxxxx@/nosuch") {
@@ -294,6 +299,7 @@ func TestKeysDatabaseErrors(t *testing.T) {
 // slot comes back within the lease time; `keys revoke` stops the key on the
 // survivor at once; every run was recorded once, as the local worker's.
 func TestServeFrontEndsShareAPostgresKeyStore(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
 	before := leakcheck.Take(leakOpts)
 	db := postgres.Shared(t).NewDatabase(t)
 	key := createKey(t, db, "shared", "--rate", "600/min", "--concurrency", "1")
@@ -366,6 +372,7 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // MCP at /mcp on the same server, behind the same keys, with the same
 // per-key limits and accounting; a revoked key is refused at once.
 func TestServeMCPWithKeys(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
 	before := leakcheck.Take(leakOpts)
 	db := filepath.Join(t.TempDir(), "keys.db")
 	// Opening the session spends one of the three, the two runs the rest.
@@ -444,6 +451,7 @@ func TestServeMCPWithKeys(t *testing.T) {
 // Started with no keys on loopback, the server says once that it runs
 // without authentication, and serves.
 func TestServeOpenOnLoopback(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
 	db := filepath.Join(t.TempDir(), "keys.db")
 	p := startServe(t, "--db", db)
 	if n := strings.Count(p.stderr(), "WITHOUT authentication"); n != 1 {
@@ -465,6 +473,7 @@ func TestServeOpenOnLoopback(t *testing.T) {
 // sandboxes' cgroup parent gets as its limit), the CPU threshold and its
 // gauge, the upper bound and the queue.
 func TestServeDescribesAdmission(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
 	p := startServe(t, "--db", filepath.Join(t.TempDir(), "keys.db"), "--memory-budget", "3GiB", "--cpu-threshold", "0.6",
 		"--capacity", "7", "--queue", "9", "--queue-wait", "1500ms")
 	s, body, err := httpCall(http.MethodGet, p.url+"/v1/runtimes", "", "")

@@ -158,7 +158,17 @@ func TestMachineMemoryOutcome(t *testing.T) {
 // floor, and releases idle warm sandboxes before a call would be refused
 // for memory: calls that need the room get it, and none is refused.
 func TestPoolShrinksBeforeCallsAreRefusedForMemory(t *testing.T) {
-	fake := &sandboxtest.Backend{Steps: []sandboxtest.Step{{Memory: 40 * mib, RunDelay: 300 * time.Millisecond}}}
+	// Each call's sandbox holds its 40 MB until all three run.
+	release := make(chan struct{})
+	hold := func(ctx context.Context, _ sandbox.Job) (sandbox.Outcome, error) {
+		select {
+		case <-release:
+			return sandbox.Outcome{}, nil
+		case <-ctx.Done():
+			return sandbox.Outcome{}, ctx.Err()
+		}
+	}
+	fake := &sandboxtest.Backend{Steps: []sandboxtest.Step{{Memory: 40 * mib, Do: hold}}}
 	e := newFakeEngine(t, fake, func(c *Config) {
 		c.Admission = admission.Settings{MemoryBudget: 120 * mib, CallFloor: 10 * mib, MaxQueue: 10, QueueWait: 100 * time.Millisecond}
 		c.Pool = PoolConfig{Floor: 5, Runtimes: []string{"bash"}, Networks: []string{"none"}, IdleAfter: time.Minute}
@@ -169,10 +179,14 @@ func TestPoolShrinksBeforeCallsAreRefusedForMemory(t *testing.T) {
 	if got := e.PoolStats()["bash/none"]; got != 2 {
 		t.Fatalf("%d warm sandboxes of 40 MB in a 120 MB budget with a 10 MB floor, want 2", got)
 	}
-	// Three python calls at once (cold: the pool keeps bash) need the warm
-	// sandboxes' memory, and could not wait for each other's 300 ms runs.
+	// Three python calls (cold: the pool keeps bash) running together need
+	// the warm sandboxes' memory, and could not wait for each other (100 ms
+	// of queue). Each starts once the one before runs and its 40 MB count:
+	// three started at once would all be admitted on their 10 MB floors
+	// before any sandbox is measured (as happened when creating sandboxes
+	// was slow, under -race and load), and none would need the pool's.
 	var wg sync.WaitGroup
-	for range 3 {
+	for i := range 3 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -180,7 +194,11 @@ func TestPoolShrinksBeforeCallsAreRefusedForMemory(t *testing.T) {
 				t.Errorf("call: %v", err)
 			}
 		}()
+		waitFor(t, "the call to run or be refused", func() bool {
+			return fake.Runs() == i+1 || e.Admission().Rejections[execapi.RefusedMemory] > 0
+		})
 	}
+	close(release)
 	wg.Wait()
 	if got := e.Admission().Rejections[execapi.RefusedMemory]; got != 0 {
 		t.Errorf("%d calls refused for memory while warm sandboxes could be released", got)

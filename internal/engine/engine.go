@@ -35,7 +35,7 @@ const basePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 // Engine runs requests in local sandboxes. It is safe for concurrent use.
 type Engine struct {
 	cfg     Config
-	store   *images.Store
+	store   Images
 	backend sandbox.Backend
 	adm     *admission.Controller
 	// cpu samples the CPUs for admission (nil without a CPU condition).
@@ -56,8 +56,9 @@ var _ execapi.Executor = (*Engine)(nil)
 // calls from one caller found the pool empty twice as often otherwise).
 func (e *Engine) busy() bool { return e.adm.Running() >= runtime.NumCPU() }
 
-// New makes an engine over an image store and a backend.
-func New(cfg Config, store *images.Store, backend sandbox.Backend) (*Engine, error) {
+// New makes an engine over an image store (an *images.Store in
+// production) and a backend.
+func New(cfg Config, store Images, backend sandbox.Backend) (*Engine, error) {
 	if store == nil || backend == nil {
 		return nil, errors.New("engine needs an image store and a backend")
 	}

@@ -9,21 +9,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scratchrun/scratchrun/internal/engine/enginetest"
 	"github.com/scratchrun/scratchrun/internal/execapi"
 	"github.com/scratchrun/scratchrun/internal/sandbox"
 	"github.com/scratchrun/scratchrun/internal/sandbox/sandboxtest"
 )
 
-// newFakeEngine returns an engine over the installed images' catalog and a
-// fake backend (package sandboxtest): for tests of the engine's own logic,
-// which need no real sandbox. The engine is closed when the test ends.
+// newFakeEngine returns an engine over the catalog's runtimes, no image
+// installed (package enginetest), and a fake backend (package
+// sandboxtest): for tests of the engine's own logic, which need no real
+// sandbox, root or image. The engine is closed when the test ends.
 func newFakeEngine(t testing.TB, b sandbox.Backend, mutate func(*Config)) *Engine {
 	t.Helper()
 	cfg := DefaultConfig()
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	e, err := New(cfg, env.Store(t), b)
+	e, err := New(cfg, enginetest.NewImages(t), b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +57,7 @@ func TestPoolNeverReusesGrowsAndShrinks(t *testing.T) {
 	rec := &runRecorder{Backend: fake, runs: map[string]int{}}
 	cfg := DefaultConfig()
 	cfg.Pool = PoolConfig{Floor: 1, Max: 3, Runtimes: []string{"bash"}, Networks: []string{"none"}, IdleAfter: 1500 * time.Millisecond}
-	e, err := New(cfg, env.Store(t, "bash"), rec)
+	e, err := New(cfg, enginetest.NewImages(t, "bash"), rec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +105,7 @@ func TestPoolStaysWithinMemoryBudget(t *testing.T) {
 	fake := &sandboxtest.Backend{Steps: []sandboxtest.Step{{Memory: 40 << 20}}}
 	cfg := DefaultConfig()
 	cfg.Pool = PoolConfig{Floor: 5, Max: 5, MemoryBudgetBytes: 100 << 20, Runtimes: []string{"bash"}, Networks: []string{"none"}, IdleAfter: time.Minute}
-	e, err := New(cfg, env.Store(t, "bash"), fake)
+	e, err := New(cfg, enginetest.NewImages(t, "bash"), fake)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/scratchrun/scratchrun/internal/admission"
 	"github.com/scratchrun/scratchrun/internal/engine"
+	"github.com/scratchrun/scratchrun/internal/engine/enginetest"
 	"github.com/scratchrun/scratchrun/internal/execapi"
 	"github.com/scratchrun/scratchrun/internal/execapi/execapitest"
 	"github.com/scratchrun/scratchrun/internal/images"
@@ -76,11 +77,14 @@ func (c *countingBackend) Create(ctx context.Context, cfg sandbox.Config) (sandb
 // shared backend, or over fake when it is set.
 func newTestEngine(t *testing.T, adm admission.Settings, fake sandbox.Backend, mutate func(*engine.Config)) *engine.Engine {
 	t.Helper()
-	if imageStore == nil {
-		imageStore = env.Store(t, "bash", "python3.13")
-	}
+	// Over a fake backend the engine needs no installed image either.
+	var imgs engine.Images = enginetest.NewImages(t, "bash", "python3.13")
 	var b sandbox.Backend = fake
 	if fake == nil {
+		if imageStore == nil {
+			imageStore = env.Store(t, "bash", "python3.13")
+		}
+		imgs = imageStore
 		if backend == nil {
 			// The level's shared backend: engines close it without closing it.
 			backend = &countingBackend{Backend: nsLevel.Backend(t)}
@@ -92,7 +96,7 @@ func newTestEngine(t *testing.T, adm admission.Settings, fake sandbox.Backend, m
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	e, err := engine.New(cfg, imageStore, b)
+	e, err := engine.New(cfg, imgs, b)
 	if err != nil {
 		t.Fatal(err)
 	}

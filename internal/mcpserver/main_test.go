@@ -40,6 +40,9 @@ func TestMain(m *testing.M) { env.Main(m) }
 // testEngine is the real local engine, shared by the package's tests.
 func testEngine(t testing.TB) *engine.Engine {
 	t.Helper()
+	// Skipped before the Once: a skip inside it would leave no engine for
+	// the full tier's later tests to share.
+	testenv.SkipIfShort(t, "runs the real engine, as root, on the installed images")
 	engineOnce.Do(func() {
 		store := env.Store(t, "python3.13", "python3.11", "node20", "bash")
 		var err error

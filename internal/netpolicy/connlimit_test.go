@@ -13,6 +13,7 @@ import (
 
 	"github.com/scratchrun/scratchrun/internal/execapi"
 	"github.com/scratchrun/scratchrun/internal/netpolicy"
+	"github.com/scratchrun/scratchrun/internal/testenv"
 	"github.com/scratchrun/scratchrun/internal/testenv/networld"
 )
 
@@ -64,6 +65,7 @@ func runConnections(t *testing.T, e *env, hold, churn int) string {
 // refused at once (it never takes a place in the host's conntrack table),
 // and a sandbox given the same slot later starts with its whole allowance.
 func TestConnectionLimitPerSandbox(t *testing.T) {
+	testenv.SkipIfShort(t, "runs in network namespaces of its own, as root")
 	networld.Build(t)
 	e := newConfiguredEgressEngine(t, "-conns", func(c *netpolicy.Config) {
 		c.MaxConnections, c.NewConnectionsPerSecond, c.PoolSize = 12, 1000, 0
@@ -87,6 +89,7 @@ func TestConnectionLimitPerSandbox(t *testing.T) {
 // One sandbox may open only so many connections a second: a burst beyond
 // twice the rate is refused at once, however briefly each connection lives.
 func TestConnectionRatePerSandbox(t *testing.T) {
+	testenv.SkipIfShort(t, "runs in network namespaces of its own, as root")
 	networld.Build(t)
 	const rate, burst, tries = 2, 4, 40
 	e := newConfiguredEgressEngine(t, "-rate", func(c *netpolicy.Config) {

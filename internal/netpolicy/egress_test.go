@@ -20,6 +20,7 @@ import (
 	"github.com/scratchrun/scratchrun/internal/leakcheck"
 	"github.com/scratchrun/scratchrun/internal/netpolicy"
 	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces"
+	"github.com/scratchrun/scratchrun/internal/testenv"
 	"github.com/scratchrun/scratchrun/internal/testenv/networld"
 )
 
@@ -129,6 +130,7 @@ func outcomes(t *testing.T, stdout string) map[string][2]string {
 }
 
 func TestEgressPolicy(t *testing.T) {
+	testenv.SkipIfShort(t, "runs in network namespaces of its own, as root")
 	networld.Build(t)
 	// A service bound on the engine's host, on every address.
 	hostSvc, err := net.Listen("tcp", "0.0.0.0:8081")
@@ -274,6 +276,7 @@ func TestEgressPolicy(t *testing.T) {
 
 // The operator's extra allowed and blocked destinations apply.
 func TestOperatorAllowAndBlockLists(t *testing.T) {
+	testenv.SkipIfShort(t, "runs in network namespaces of its own, as root")
 	networld.Build(t)
 	pid := os.Getpid()
 	store, err := images.OpenStore(images.Options{Root: "/var/lib/scratchrun", UIDBase: images.DefaultUIDBase})
@@ -305,6 +308,7 @@ func TestOperatorAllowAndBlockLists(t *testing.T) {
 
 // After Close, no veth, namespace or rule of the policy is left.
 func TestCloseLeavesNothing(t *testing.T) {
+	testenv.SkipIfShort(t, "runs in network namespaces of its own, as root")
 	before := leakcheck.Take(leakcheck.Options{})
 	cfg := netpolicy.DefaultConfig()
 	cfg.DNS = []netip.Addr{networld.Resolver}

@@ -20,6 +20,7 @@ import (
 	"github.com/scratchrun/scratchrun/internal/execapi"
 	"github.com/scratchrun/scratchrun/internal/leakcheck"
 	"github.com/scratchrun/scratchrun/internal/netpolicy"
+	"github.com/scratchrun/scratchrun/internal/testenv"
 	"github.com/scratchrun/scratchrun/internal/testenv/networld"
 )
 
@@ -40,6 +41,7 @@ func egressCall(t *testing.T, e *env) string {
 // file is left. (The second used to be refused: "another ScratchRun engine
 // owns network egress".)
 func TestTwoEnginesShareEgress(t *testing.T) {
+	testenv.SkipIfShort(t, "runs in network namespaces of its own, as root")
 	networld.Build(t)
 	before := leakcheck.Take(leakcheck.Options{})
 	lockFile := ownLockFile(t)
@@ -100,6 +102,7 @@ func TestTwoEnginesShareEgress(t *testing.T) {
 // Slot indexes are claimed across engines: two engines holding slots at
 // once never get the same interface name or address.
 func TestEnginesNeverShareASlot(t *testing.T) {
+	testenv.SkipIfShort(t, "runs in network namespaces of its own, as root")
 	cfg := netpolicy.DefaultConfig()
 	cfg.DNS = []netip.Addr{networld.Resolver}
 	cfg.PoolSize = 0
@@ -158,6 +161,7 @@ func holdEgress() {
 // interfaces; the next engine cleans them, and when it closes nothing is
 // left.
 func TestEngineAfterKillCleansUp(t *testing.T) {
+	testenv.SkipIfShort(t, "runs in network namespaces of its own, as root")
 	before := leakcheck.Take(leakcheck.Options{})
 	self, err := os.Executable()
 	must(t, err)
@@ -203,6 +207,7 @@ func TestEngineAfterKillCleansUp(t *testing.T) {
 // Lock files of namespaces no engine uses any more are removed by the next
 // engine that starts, whichever namespace it is in.
 func TestUnheldLockFilesAreSwept(t *testing.T) {
+	testenv.SkipIfShort(t, "runs in network namespaces of its own, as root")
 	dir := netpolicy.DefaultConfig().LockDir
 	must(t, os.MkdirAll(dir, 0o755))
 	stale := filepath.Join(dir, "egress-netns-1.lock")

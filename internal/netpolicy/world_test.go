@@ -1,6 +1,7 @@
 package netpolicy_test
 
 import (
+	"flag"
 	"os"
 	"testing"
 
@@ -13,6 +14,13 @@ import (
 // this namespace's uplink. Every packet of these tests stays in namespaces
 // the test made.
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		// The fast tier: every test here skips (they need root), so the
+		// binary is not started again in a namespace an ordinary user
+		// cannot make.
+		os.Exit(m.Run())
+	}
 	if !networld.Isolated() {
 		os.Exit(networld.ReexecIsolated())
 	}

@@ -5,6 +5,8 @@
 // missing image fails the tests, never skips them), each level's backend
 // opened once and shared, and at the end the backends closed, their
 // directories removed and the leak check that proves nothing is left.
+// Under -short (the fast tier, an ordinary user: docs/design.md, "Test
+// tiers") Store and Backend skip the tests that need them instead.
 //
 // A suite declares its Env in a package variable, its levels with Level (or
 // levels.All for the whole table), and calls Main from TestMain. It only
@@ -89,6 +91,20 @@ func (e *Env) Main(m *testing.M) { os.Exit(e.Run(m)) }
 // as the test binary when no scratchrun-init is installed next to it).
 func (e *Env) Run(m *testing.M) int {
 	goinit.RunIfRequested()
+	if short() {
+		// The fast tier (go test -short, as an ordinary user): Store and
+		// Backend skip the tests that need them, so no sandbox runs and
+		// there is nothing to sweep or check, and an ordinary user could
+		// not read what the sweep and the leak check look at.
+		code := m.Run()
+		for _, f := range e.atEnd {
+			if err := f(); err != nil {
+				fmt.Fprintf(os.Stderr, "the %s suite's end: %v\n", e.suite, err)
+				code = 1
+			}
+		}
+		return code
+	}
 	e.sweepDeadRuns()
 	for _, l := range e.levels {
 		l.before = leakcheck.Take(l.Leak)
@@ -144,6 +160,7 @@ func DataDir() string {
 // a red one.
 func (e *Env) Store(t testing.TB, runtimes ...string) *images.Store {
 	t.Helper()
+	SkipIfShort(t, "runs on the installed runtime images")
 	e.storeOnce.Do(func() {
 		e.store, e.storeErr = images.OpenStore(images.Options{Root: DataDir(), UIDBase: images.DefaultUIDBase})
 		if e.storeErr == nil && len(e.store.Installed()) == 0 {
@@ -183,6 +200,7 @@ type Level struct {
 // the binary's tests; t fails when it cannot be opened.
 func (l *Level) Backend(t testing.TB) *Shared {
 	t.Helper()
+	SkipIfShort(t, "runs real sandboxes ("+l.Name+"), as root")
 	l.once.Do(func() {
 		if l.open == nil {
 			l.err = errors.New("no backend for this level in this suite")

@@ -55,6 +55,7 @@ func TestNewReusesProbe(t *testing.T) {
 
 // A missing runsc is reported by New, naming the path.
 func TestNewNamesMissingRunsc(t *testing.T) {
+	testenv.SkipIfShort(t, "opens the gVisor backend, as root")
 	dir := t.TempDir()
 	// A cgroup parent of its own: a backend removes its parent on Close.
 	parent := testCgroupParent + "-missing"

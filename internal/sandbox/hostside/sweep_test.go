@@ -17,6 +17,9 @@ import (
 // once per group however many hierarchies hold it, and leaves a live
 // engine's groups and groups not named as sandboxes alone.
 func TestSweepDeadEnginesRemovesOnlyTheDeadOnes(t *testing.T) {
+	if testing.Short() { // the fast tier: see docs/design.md, "Test tiers"
+		t.Skip("skipped under -short (the fast tier): creates cgroups, as root")
+	}
 	if os.Geteuid() != 0 {
 		t.Fatal("needs root to create cgroups")
 	}

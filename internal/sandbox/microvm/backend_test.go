@@ -147,6 +147,7 @@ func TestNoUsableKVMMeansEmulationSaidOut(t *testing.T) {
 // A QEMU that is not there is a clear error at start, naming it and how
 // to install it; so is a missing guest kernel.
 func TestMissingPiecesAreClearErrorsAtStart(t *testing.T) {
+	testenv.SkipIfShort(t, "opens the microvm backend, as root")
 	dir := t.TempDir()
 	_, err := New(Options{StateDir: dir, QEMU: filepath.Join(dir, "qemu-system-x86_64")})
 	if err == nil || !strings.Contains(err.Error(), "QEMU") || !strings.Contains(err.Error(), "install-microvm.sh") {

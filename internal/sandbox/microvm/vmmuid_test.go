@@ -69,6 +69,9 @@ func TestVMMUIDsAreDistinctAcrossEngines(t *testing.T) {
 // A uid some process still runs as (a VM whose engine took no lock, or
 // one not yet gone) is passed over even when no engine holds it.
 func TestVMMUIDsSkipUIDsInUse(t *testing.T) {
+	if testing.Short() { // the fast tier: see docs/design.md, "Test tiers"
+		t.Skip("skipped under -short (the fast tier): starts processes as other uids, as root")
+	}
 	cmd := exec.Command("/bin/sleep", "60")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL,
 		Credential: &syscall.Credential{Uid: vmmUIDBase, Gid: vmmUIDBase}}

@@ -42,6 +42,11 @@ func ReexecIsolated() int {
 // goes on, isolated.
 func Isolate(t *testing.T) bool {
 	t.Helper()
+	if testing.Short() {
+		// The fast tier runs as an ordinary user, who cannot make the
+		// namespace (docs/design.md, "Test tiers").
+		t.Skip("skipped under -short (the fast tier): runs in a network namespace of its own, as root")
+	}
 	if Isolated() {
 		return true
 	}

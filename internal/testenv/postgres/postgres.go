@@ -5,7 +5,8 @@
 //
 // A test binary shares one cluster (Shared), started on first use, and
 // gives each test a database of its own (Cluster.NewDatabase); its TestMain
-// calls StopShared. A missing PostgreSQL fails the tests, never skips them.
+// calls StopShared. A missing PostgreSQL fails the tests, never skips them;
+// under -short (the fast tier, which has no services) Shared skips them.
 //
 // It must never touch a cluster it did not create, listen on TCP, or leave
 // its server running or its directory behind when stopped.
@@ -247,6 +248,10 @@ var (
 // when it cannot start. The binary's TestMain must call StopShared.
 func Shared(t testing.TB) *Cluster {
 	t.Helper()
+	if testing.Short() {
+		// The fast tier has no services (docs/design.md, "Test tiers").
+		t.Skip("skipped under -short (the fast tier): needs a PostgreSQL server")
+	}
 	sharedMu.Lock()
 	defer sharedMu.Unlock()
 	if shared == nil && sharedErr == nil {

@@ -13,6 +13,9 @@ import (
 // A cluster starts, serves a database of a test's own on its socket only,
 // and once stopped leaves neither its server nor its directory.
 func TestStartServeStop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipped under -short (the fast tier): starts a PostgreSQL server")
+	}
 	c, err := Start()
 	if err != nil {
 		t.Fatal(err)
