@@ -179,11 +179,15 @@ func Start(cfg Config) (*Worker, error) {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
 	w.publishRegistration()
+	// Each on a loop of its own: killing the run of a caller that fell
+	// silent must not wait for the engine to describe itself or for the
+	// image store to be rescanned. The rescans are not waited for at Close
+	// (one may hang on the store).
 	w.loops.Add(2)
-	go w.beats()
-	go w.expiries()
+	go func() { defer w.loops.Done(); w.everyBeat(w.beat) }()
+	go func() { defer w.loops.Done(); w.everyBeat(func() { w.expire(time.Now()) }) }()
 	if cfg.Aliases != nil {
-		go w.aliasLoop()
+		go w.everyBeat(w.readAliases)
 	}
 	return w, nil
 }
@@ -335,9 +339,8 @@ func (w *Worker) deregister() {
 	w.cfg.Conn.Flush()
 }
 
-// beats publishes the registration every beat, until draining.
-func (w *Worker) beats() {
-	defer w.loops.Done()
+// everyBeat calls f every beat until the beats stop.
+func (w *Worker) everyBeat(f func()) {
 	tick := time.NewTicker(w.t.Beat)
 	defer tick.Stop()
 	for {
@@ -345,45 +348,18 @@ func (w *Worker) beats() {
 		case <-w.stopBeats:
 			return
 		case <-tick.C:
-		}
-		w.mu.Lock()
-		draining := w.draining
-		w.mu.Unlock()
-		if !draining {
-			w.publishRegistration()
+			f()
 		}
 	}
 }
 
-// expiries expire what waited too long, every beat, on a loop of their
-// own: killing the run of a caller that fell silent must not wait for the
-// engine to describe itself or the image store to be rescanned.
-func (w *Worker) expiries() {
-	defer w.loops.Done()
-	tick := time.NewTicker(w.t.Beat)
-	defer tick.Stop()
-	for {
-		select {
-		case <-w.stopBeats:
-			return
-		case <-tick.C:
-			w.expire(time.Now())
-		}
-	}
-}
-
-// aliasLoop reads the aliases again every beat, for the registration and
-// the calls to use as last read.
-func (w *Worker) aliasLoop() {
-	tick := time.NewTicker(w.t.Beat)
-	defer tick.Stop()
-	for {
-		select {
-		case <-w.stopBeats:
-			return
-		case <-tick.C:
-			w.readAliases()
-		}
+// beat publishes the registration, unless draining.
+func (w *Worker) beat() {
+	w.mu.Lock()
+	draining := w.draining
+	w.mu.Unlock()
+	if !draining {
+		w.publishRegistration()
 	}
 }
 
