@@ -8,11 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/scratchrun/scratchrun/internal/cluster"
 	"github.com/scratchrun/scratchrun/internal/cluster/worker"
-	"github.com/scratchrun/scratchrun/internal/execapi"
 	"github.com/scratchrun/scratchrun/internal/execapi/execapitest"
 	"github.com/scratchrun/scratchrun/internal/testenv/natsserver"
 )
@@ -44,21 +41,7 @@ func TestSlowAliasRescanDoesNotDelayExpiry(t *testing.T) {
 	<-rescanning
 
 	// A caller that offers, sends the go, and then falls silent.
-	nc := connect(t, ns.URLs(), "silent front end")
-	inbox := nats.NewInbox()
-	answers, err := nc.SubscribeSync(inbox + ".*")
-	if err != nil {
-		t.Fatal(err)
-	}
-	reply, subject := inbox+".c1", cluster.CallSubject("w1", "c1")
-	body, _ := json.Marshal(execapi.Request{Runtime: "bash", Code: "x", Limits: execapi.Limits{TimeoutMS: 30000, MemoryMB: 128}})
-	offer := cluster.NewFrame(subject, reply, cluster.KindOffer, body)
-	cluster.SetInt(offer, cluster.HeaderParts, 1)
-	nc.PublishMsg(offer)
-	if m := next(t, answers); cluster.KindOf(m) != cluster.KindReady {
-		t.Fatalf("answer to the offer: %q", cluster.KindOf(m))
-	}
-	nc.PublishMsg(cluster.NewFrame(subject, reply, cluster.KindGo, nil))
+	startScriptedCall(t, ns.URLs(), "silent front end", 30000)
 	waitFor(t, "the silent caller's run to be killed", func() bool {
 		calls := eng.Calls()
 		return len(calls) == 1 && errors.Is(calls[0].Err, context.Canceled)

@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"context"
+	"encoding/json"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -144,4 +145,28 @@ func exec(f *frontend.Frontend, req execapi.Request, events execapi.EventSink) (
 	ctx, workerOf := execapi.WithWorkerNote(execapi.WithCaller(context.Background(), "key_test"))
 	res, err := f.Exec(ctx, req, events)
 	return res, workerOf(), err
+}
+
+// startScriptedCall plays a front end by hand on worker w1: it offers call
+// c1 (bash, with timeoutMS), checks the worker is ready, and sends the go.
+// It returns its connection, the subscription the worker's answers arrive
+// on, and the call's subject and reply subject.
+func startScriptedCall(t *testing.T, urls []string, name string, timeoutMS int) (nc *nats.Conn, answers *nats.Subscription, subject, reply string) {
+	t.Helper()
+	nc = connect(t, urls, name)
+	inbox := nats.NewInbox()
+	answers, err := nc.SubscribeSync(inbox + ".*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reply, subject = inbox+".c1", cluster.CallSubject("w1", "c1")
+	body, _ := json.Marshal(execapi.Request{Runtime: "bash", Code: "x", Limits: execapi.Limits{TimeoutMS: timeoutMS, MemoryMB: 128}})
+	offer := cluster.NewFrame(subject, reply, cluster.KindOffer, body)
+	cluster.SetInt(offer, cluster.HeaderParts, 1)
+	nc.PublishMsg(offer)
+	if m := next(t, answers); cluster.KindOf(m) != cluster.KindReady {
+		t.Fatalf("answer to the offer: %q", cluster.KindOf(m))
+	}
+	nc.PublishMsg(cluster.NewFrame(subject, reply, cluster.KindGo, nil))
+	return nc, answers, subject, reply
 }

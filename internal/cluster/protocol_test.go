@@ -24,21 +24,7 @@ func TestWorkerSendsUnacknowledgedFramesAgain(t *testing.T) {
 	ns := natsserver.Start(t, natsserver.Options{})
 	eng := newEngine("bash")
 	startWorker(t, ns.URLs(), "w1", eng, nil)
-	nc := connect(t, ns.URLs(), "scripted front end")
-	inbox := nats.NewInbox()
-	answers, err := nc.SubscribeSync(inbox + ".*")
-	if err != nil {
-		t.Fatal(err)
-	}
-	reply, subject := inbox+".c1", cluster.CallSubject("w1", "c1")
-	body, _ := json.Marshal(execapi.Request{Runtime: "bash", Code: "x", Limits: execapi.Limits{TimeoutMS: 5000, MemoryMB: 128}})
-	offer := cluster.NewFrame(subject, reply, cluster.KindOffer, body)
-	cluster.SetInt(offer, cluster.HeaderParts, 1)
-	nc.PublishMsg(offer)
-	if m := next(t, answers); cluster.KindOf(m) != cluster.KindReady {
-		t.Fatalf("answer to the offer: %q", cluster.KindOf(m))
-	}
-	nc.PublishMsg(cluster.NewFrame(subject, reply, cluster.KindGo, nil))
+	nc, answers, subject, reply := startScriptedCall(t, ns.URLs(), "scripted front end", 5000)
 	// The run's frames: events (started), then the result. Drop them all.
 	var last *nats.Msg
 	for last == nil || cluster.KindOf(last) != cluster.KindResult {
