@@ -11,14 +11,9 @@ import (
 func (s *sqlStore) Admit(ctx context.Context, keyID string, expect time.Duration) (Lease, error) {
 	var lease Lease
 	err := s.db.inTx(ctx, func(c conn) error {
-		// Locking the key's row makes every admission of one key, on every
-		// front end, take its turn; other keys are not held up.
-		k, err := queryKey(ctx, c, `WHERE id = ?`+s.d.lockRow, keyID)
+		k, err := s.lockActiveKey(ctx, c, keyID)
 		if err != nil {
 			return err
-		}
-		if !k.Active() {
-			return ErrNotFound
 		}
 		// Read after the lock is held, so that what this transaction sees
 		// includes everything the previous holder wrote.
@@ -69,12 +64,9 @@ func (s *sqlStore) Spend(ctx context.Context, keyID string) error {
 	return s.db.inTx(ctx, func(c conn) error {
 		// Under the key's lock, as Admit spends, so that neither overwrites
 		// the other's bucket.
-		k, err := queryKey(ctx, c, `WHERE id = ?`+s.d.lockRow, keyID)
+		k, err := s.lockActiveKey(ctx, c, keyID)
 		if err != nil {
 			return err
-		}
-		if !k.Active() {
-			return ErrNotFound
 		}
 		var nowUS int64
 		var tokens sql.NullFloat64
@@ -90,6 +82,20 @@ func (s *sqlStore) Spend(ctx context.Context, keyID string) error {
 		}
 		return writeBucket(ctx, c, keyID, b)
 	})
+}
+
+// lockActiveKey reads key keyID and locks its row until the end of c's
+// transaction: every admission and spending of one key, on every front end,
+// takes its turn; other keys are not held up. A revoked key is ErrNotFound.
+func (s *sqlStore) lockActiveKey(ctx context.Context, c conn, keyID string) (Key, error) {
+	k, err := queryKey(ctx, c, `WHERE id = ?`+s.d.lockRow, keyID)
+	if err != nil {
+		return Key{}, err
+	}
+	if !k.Active() {
+		return Key{}, ErrNotFound
+	}
+	return k, nil
 }
 
 // takeToken is k's bucket as stored (tokens at atUS; none stored: a key's
