@@ -140,7 +140,8 @@ func readInt(file string) int64 {
 // thread), and whether this host keeps that count. Unlike the CPU time a
 // task got, which shrinks as more tasks share the CPUs, a task that
 // computes demands the whole of any interval, however crowded: that tells
-// a call that computes from one that waits.
+// a call that computes from one that waits. A wait still going on is
+// counted too (see demandMemo), so a task starved of a CPU still demands.
 func (g *Group) CPUDemand() (time.Duration, bool) {
 	file := "tasks" // v1: every thread
 	if g.version == V2 {
@@ -155,19 +156,7 @@ func (g *Group) CPUDemand() (time.Duration, bool) {
 	if tids == nil {
 		return 0, false
 	}
-	var total time.Duration
-	for _, tid := range tids {
-		// "run wait slices", in nanoseconds (CONFIG_SCHED_INFO).
-		f := words("/proc/" + tid + "/schedstat")
-		if len(f) < 2 {
-			continue // gone, or no schedstat on this kernel
-		}
-		run, err1 := strconv.ParseInt(f[0], 10, 64)
-		wait, err2 := strconv.ParseInt(f[1], 10, 64)
-		if err1 == nil && err2 == nil {
-			total += time.Duration(run + wait)
-		}
-	}
+	total := g.demand.total(tids, time.Now(), readTask)
 	if _, err := os.Stat("/proc/self/schedstat"); err != nil {
 		return 0, false
 	}

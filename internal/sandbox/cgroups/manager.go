@@ -398,6 +398,9 @@ type Group struct {
 	dirs    map[string]string
 	// enforced are the controllers whose limits apply (the manager's).
 	enforced map[string]bool
+	// demand estimates the CPU waits its threads' schedstat does not
+	// show yet (CPUDemand).
+	demand demandMemo
 }
 
 func (g *Group) dir(controller string) string {
