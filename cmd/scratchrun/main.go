@@ -91,6 +91,6 @@ commands:
   version   print the version
 
 Run 'scratchrun COMMAND --help' for a command's flags. Operator settings are
-environment variables; see README.md ("Configuration").
+environment variables; see docs/server.md ("Configuration").
 `)
 }

@@ -199,7 +199,7 @@ func TestServeRefusesNonLoopbackWithoutKeys(t *testing.T) {
 	}
 }
 
-// keys create, list, set, revoke and usage, as the README shows them, on a
+// keys create, list, set, revoke and usage, as docs/server.md shows them, on a
 // SQLite file and on a PostgreSQL database.
 func TestKeysCommands(t *testing.T) {
 	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")

@@ -5,8 +5,8 @@ import (
 	"strings"
 )
 
-// snippet is one client's configuration for a new key, as the README gives
-// it, with this server's URL and the key filled in.
+// snippet is one client's configuration for a new key, as docs/mcp-clients.md
+// gives it, with this server's URL and the key filled in.
 type snippet struct {
 	Client string `json:"client"`
 	// Where says where the text goes.
@@ -14,9 +14,10 @@ type snippet struct {
 	Text  string `json:"text"`
 }
 
-// snippets are the README's MCP client configurations (section "Use it
-// from an MCP client") and its curl example for a server at base, with the
-// key filled in where the README writes one ("sr_live_..."); where it
+// snippets are the MCP client configurations of docs/mcp-clients.md
+// (section "Client configurations") and the README's curl example (its
+// quick start; also docs/api.md) for a server at base, with the key filled
+// in where those pages write one ("sr_live_..."); where a page
 // reads the key from the environment (${SCRATCHRUN_API_KEY}, or a prompt),
 // it still does, so that files meant to be shared hold no key.
 func snippets(base, key string) []snippet {

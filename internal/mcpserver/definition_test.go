@@ -111,7 +111,7 @@ func TestToolsListDescribesWhatTheEngineOffers(t *testing.T) {
 		"fresh", "nothing persists", "return_files", "env", "124", "137", "Network: none",
 		"python3.13", "numpy", "pandas", "matplotlib", "node20", "bash", "plt.savefig",
 		"30000", "512", "files_base64",
-		// The README promises the isolation level; the newest Python is
+		// docs/mcp-clients.md promises the isolation level; the newest Python is
 		// named as the default to use.
 		"Isolation: " + info.Isolation, "Use python3.13 unless",
 	} {
