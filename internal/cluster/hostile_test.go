@@ -61,8 +61,8 @@ func startHostileWorker(t *testing.T, urls []string, id, runtime string, onGo fu
 		t.Fatal(err)
 	}
 	h.nc.Flush()
-	reg, _ := json.Marshal(cluster.Registration{ID: id, Instance: h.instance, Runtimes: []execapi.RuntimeInfo{{Name: runtime}},
-		OutputLimitBytes: 1 << 20, MaxReturnBytes: 10 << 20, Free: 8, Capacity: 8})
+	reg, _ := json.Marshal(cluster.Registration{ID: id, Instance: h.instance, Info: execapi.Info{Runtimes: []execapi.RuntimeInfo{{Name: runtime}},
+		OutputLimitBytes: 1 << 20, MaxReturnBytes: 10 << 20, Admission: &execapi.AdmissionInfo{Free: 8, Capacity: 8}}})
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	t.Cleanup(func() { close(stop); <-done })
