@@ -130,3 +130,50 @@ func TestCancelAndVanishedCallerEndTheRun(t *testing.T) {
 		t.Errorf("calls %+v: both runs should have been cancelled", calls)
 	}
 }
+
+// The worker a call ran on comes back with the call, whichever way it
+// ended there: on its result, on the error of a run that failed on the
+// worker and of a call whose caller went away (which unwraps to the
+// context's error), so that accounting reads it from what Exec returned.
+// A call no worker took names none.
+func TestTheWorkerComesBackWithTheCall(t *testing.T) {
+	ns := natsserver.Start(t, natsserver.Options{})
+	eng := newEngine("bash")
+	eng.Respond(func(_ context.Context, c execapitest.Call) execapitest.Response {
+		switch c.Checked.Code {
+		case "fail":
+			return execapitest.Response{Err: errors.New("boom")}
+		case "hold":
+			return execapitest.Response{Release: make(chan struct{})}
+		}
+		return execapitest.Response{Result: execapitest.Success("")}
+	})
+	startWorker(t, ns.URLs(), "w1", eng, nil)
+	f := startFrontend(t, ns.URLs(), nil)
+	waitWorkers(t, f, "w1")
+
+	if _, on, err := exec(f, execapi.Request{Runtime: "bash", Code: "ok"}, nil); err != nil || on != "w1" {
+		t.Errorf("a run that succeeded: on %q, %v", on, err)
+	}
+	if _, on, err := exec(f, execapi.Request{Runtime: "bash", Code: "fail"}, nil); err == nil || on != "w1" ||
+		err.Error() != "the run on worker w1 failed: boom" {
+		t.Errorf("a run that failed on the worker: on %q, %v", on, err)
+	}
+	ctx, cancel := context.WithCancel(execapi.WithCaller(context.Background(), "key_test"))
+	defer cancel()
+	held := make(chan error, 1)
+	var heldOn string
+	go func() {
+		res, err := f.Exec(ctx, execapi.Request{Runtime: "bash", Code: "hold"}, nil)
+		heldOn = execapi.WorkerOf(res, err)
+		held <- err
+	}()
+	waitFor(t, "the held run", func() bool { return eng.InFlight() == 1 })
+	cancel()
+	if err := <-held; !errors.Is(err, context.Canceled) || heldOn != "w1" {
+		t.Errorf("a call whose caller went away: on %q, %v", heldOn, err)
+	}
+	if _, on, err := exec(f, execapi.Request{Runtime: "cobol", Code: "x"}, nil); err == nil || on != "" {
+		t.Errorf("a call no worker offers: on %q, %v", on, err)
+	}
+}

@@ -184,9 +184,9 @@ func (w WireEvent) Event() execapi.Event {
 // own policy found invalid, or a run that failed (the sandbox did, or the
 // worker could not run it).
 type Failure struct {
-	Refusal *execapi.Refusal `json:"refusal,omitempty"`
-	Invalid *Invalid         `json:"invalid,omitempty"`
-	Message string           `json:"message,omitempty"`
+	Refusal *execapi.Refusal         `json:"refusal,omitempty"`
+	Invalid *execapi.ValidationError `json:"invalid,omitempty"`
+	Message string                   `json:"message,omitempty"`
 	// Elsewhere says that another worker may take the call: what made
 	// it invalid is this worker's (its operator allows no egress, say).
 	// Refusals always may go elsewhere.
@@ -197,12 +197,6 @@ type Failure struct {
 // call.
 func (f Failure) Retryable() bool { return f.Refusal != nil || f.Elsewhere }
 
-// Invalid is an execapi.ValidationError on the wire.
-type Invalid struct {
-	Field   string `json:"field"`
-	Message string `json:"message"`
-}
-
 // FailureOf is the Failure that reports err.
 func FailureOf(err error) Failure {
 	var r *execapi.Refusal
@@ -211,7 +205,7 @@ func FailureOf(err error) Failure {
 	case errors.As(err, &r):
 		return Failure{Refusal: r}
 	case errors.As(err, &v):
-		return Failure{Invalid: &Invalid{Field: v.Field, Message: v.Message}}
+		return Failure{Invalid: v}
 	default:
 		return Failure{Message: err.Error()}
 	}
@@ -224,7 +218,7 @@ func (f Failure) Err(worker string) error {
 	case f.Refusal != nil:
 		return f.Refusal
 	case f.Invalid != nil:
-		return &execapi.ValidationError{Field: f.Invalid.Field, Message: f.Invalid.Message}
+		return f.Invalid
 	default:
 		return fmt.Errorf("the run on worker %s failed: %s", worker, f.Message)
 	}

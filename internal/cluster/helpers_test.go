@@ -140,11 +140,10 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // exec runs one call through f with a caller, and its worker as the front
-// end noted it.
+// end named it.
 func exec(f *frontend.Frontend, req execapi.Request, events execapi.EventSink) (execapi.Result, string, error) {
-	ctx, workerOf := execapi.WithWorkerNote(execapi.WithCaller(context.Background(), "key_test"))
-	res, err := f.Exec(ctx, req, events)
-	return res, workerOf(), err
+	res, err := f.Exec(execapi.WithCaller(context.Background(), "key_test"), req, events)
+	return res, execapi.WorkerOf(res, err), err
 }
 
 // startScriptedCall plays a front end by hand on worker w1: it offers call

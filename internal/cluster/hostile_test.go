@@ -24,9 +24,6 @@ type hostileWorker struct {
 	nc       *nats.Conn
 	id       string
 	instance string
-	// cancelled counts the calls a front end cancelled.
-	mu        sync.Mutex
-	cancelled int
 }
 
 // startHostileWorker registers id (offering runtime, with the caps of
@@ -51,18 +48,14 @@ func startHostileWorker(t *testing.T, urls []string, id, runtime string, onGo fu
 			}
 		case cluster.KindBeat:
 			h.send(m.Reply, cluster.KindBeat, 0, nil, func(b *nats.Msg) { b.Header.Set(cluster.HeaderState, cluster.StateRunning) })
-		case cluster.KindCancel:
-			h.mu.Lock()
-			h.cancelled++
-			h.mu.Unlock()
 		}
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.nc.Flush()
-	reg, _ := json.Marshal(cluster.Registration{ID: id, Instance: h.instance, Runtimes: []execapi.RuntimeInfo{{Name: runtime}},
-		OutputLimitBytes: 1 << 20, MaxReturnBytes: 10 << 20, Free: 8, Capacity: 8})
+	reg, _ := json.Marshal(cluster.Registration{ID: id, Instance: h.instance, Info: execapi.Info{Runtimes: []execapi.RuntimeInfo{{Name: runtime}},
+		OutputLimitBytes: 1 << 20, MaxReturnBytes: 10 << 20, Admission: &execapi.AdmissionInfo{Free: 8, Capacity: 8}}})
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	t.Cleanup(func() { close(stop); <-done })
@@ -91,12 +84,6 @@ func (h *hostileWorker) send(reply string, kind cluster.Kind, seq int, body []by
 		set(m)
 	}
 	h.nc.PublishMsg(m)
-}
-
-func (h *hostileWorker) cancels() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.cancelled
 }
 
 // malformedLoss checks that err is a call lost with worker id for a

@@ -89,7 +89,7 @@ func TestFrontendSendsLostGoAgainAndOrdersFrames(t *testing.T) {
 		t.Fatal(err)
 	}
 	nc.Flush()
-	reg, _ := json.Marshal(cluster.Registration{ID: "w1", Instance: "i1", Runtimes: []execapi.RuntimeInfo{{Name: "bash"}}, Free: 4})
+	reg, _ := json.Marshal(cluster.Registration{ID: "w1", Instance: "i1", Info: execapi.Info{Runtimes: []execapi.RuntimeInfo{{Name: "bash"}}, Admission: &execapi.AdmissionInfo{Free: 4}}})
 	stopBeats := make(chan struct{})
 	defer close(stopBeats)
 	go func() {

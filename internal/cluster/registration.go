@@ -10,9 +10,10 @@ import (
 )
 
 // Registration is what a worker publishes about itself, every heartbeat,
-// under its id in the registry: who it is, what it runs, and what its
-// engine's admission would admit now. Front ends place by it; the worker
-// still decides each call.
+// under its id in the registry: who it is, what its engine describes of
+// itself (execapi.Info: the runtimes it offers, its isolation, its caps,
+// and its admission as it stands now), and the aliases it resolves. Front
+// ends place by it; the worker still decides each call.
 type Registration struct {
 	// ID names the worker; Instance changes each time its process starts,
 	// so a front end tells a restarted worker from the one it handed a
@@ -21,28 +22,13 @@ type Registration struct {
 	Instance string `json:"instance"`
 	// Version is the worker's scratchrun version.
 	Version string `json:"version"`
-	// Runtimes are the runtimes it offers, with versions; Aliases the
-	// aliases it resolves (alias -> runtime), if any.
-	Runtimes []execapi.RuntimeInfo `json:"runtimes"`
-	Aliases  map[string]string     `json:"aliases,omitempty"`
-	// Isolation is its sandbox backend; EgressAllowed whether its
-	// operator lets calls ask for egress.
-	Isolation     string `json:"isolation"`
-	EgressAllowed bool   `json:"egress_allowed"`
-	// SoftwareEmulation says its isolation level's virtual machines run
-	// under software emulation (slow; for testing).
-	SoftwareEmulation bool `json:"software_emulation,omitempty"`
-	// UnenforcedLimits are the limits its host cannot enforce.
-	UnenforcedLimits []string `json:"unenforced_limits"`
-	// OutputLimitBytes and MaxReturnBytes are its caps on output and on
-	// return files.
-	OutputLimitBytes int   `json:"output_limit_bytes"`
-	MaxReturnBytes   int64 `json:"max_return_bytes"`
-	// Free is how many more calls its admission would start now; Running
-	// how many it runs; Capacity its upper bound whatever the gauges say.
-	Free     int `json:"free"`
-	Running  int `json:"running"`
-	Capacity int `json:"capacity"`
+	// Info is its engine's description, its runtimes cut to those the
+	// worker offers and its Admission always set (what it would admit
+	// now is what placement goes by). On the wire its fields sit beside
+	// the registration's own.
+	execapi.Info
+	// Aliases are the aliases it resolves (alias -> runtime), if any.
+	Aliases map[string]string `json:"aliases,omitempty"`
 	// Heartbeat is when it published this, by its own clock (for people:
 	// front ends judge liveness by when they heard it).
 	Heartbeat time.Time `json:"heartbeat"`
@@ -54,6 +40,23 @@ func (r Registration) Offers(runtime string) bool {
 		return true
 	}
 	return slices.ContainsFunc(r.Runtimes, func(rt execapi.RuntimeInfo) bool { return rt.Name == runtime })
+}
+
+// Free is how many more calls the worker's admission would start now (0
+// when it said nothing of its admission).
+func (r Registration) Free() int {
+	if r.Admission == nil {
+		return 0
+	}
+	return r.Admission.Free
+}
+
+// Running is how many calls the worker runs now, by its admission.
+func (r Registration) Running() int {
+	if r.Admission == nil {
+		return 0
+	}
+	return r.Admission.Running
 }
 
 // DecodeRegistration reads a registration published under key, refusing

@@ -220,3 +220,23 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// A backend behind a wrapper (the pool tests' recorder) still gives the
+// engine its memory gauge: the engine finds it through Unwrap. Before, a
+// wrapper hid it, and the engine ran without a memory budget on the
+// backend or a measure of its sandboxes' memory.
+func TestWrappedBackendKeepsItsMemoryGauge(t *testing.T) {
+	fake := &sandboxtest.Backend{}
+	fake.OtherMemory.Store(30 * mib)
+	rec := &runRecorder{Backend: fake, runs: map[string]int{}}
+	e := newFakeEngine(t, rec, func(c *Config) {
+		c.Admission = admission.Settings{MemoryBudget: 100 * mib, CallFloor: 10 * mib}
+	})
+	if fake.Budget() != 100*mib {
+		t.Errorf("the wrapped backend's budget is %d, want the engine's %d", fake.Budget(), 100*mib)
+	}
+	info, _ := e.Describe(context.Background())
+	if a := info.Admission; a == nil || a.MemoryBudgetBytes != 100*mib || a.MemoryUsedBytes != 30*mib {
+		t.Errorf("described admission: %+v; want 30 MiB used of 100", a)
+	}
+}

@@ -21,7 +21,7 @@ func (e *Engine) Describe(context.Context) (execapi.Info, error) {
 	for _, l := range e.backend.UnenforcedLimits() {
 		info.UnenforcedLimits = append(info.UnenforcedLimits, string(l))
 	}
-	if em, ok := e.backend.(sandbox.Emulation); ok {
+	if em, ok := sandbox.BackendAs[sandbox.Emulation](e.backend); ok {
 		info.SoftwareEmulation = em.SoftwareEmulation()
 	}
 	for _, rt := range e.store.Installed() {

@@ -90,7 +90,7 @@ func (e *Engine) gauges() admission.Gauges {
 	s := e.cfg.Admission
 	var g admission.Gauges
 	if s.MemoryBudget > 0 {
-		mb, ok := e.backend.(sandbox.MemoryBudget)
+		mb, ok := sandbox.BackendAs[sandbox.MemoryBudget](e.backend)
 		applied := false
 		if ok {
 			var err error
@@ -231,7 +231,7 @@ func (e *Engine) run(ctx context.Context, c execapi.Checked, rt images.Resolved,
 	// From here the sandbox exists: the gauges see it once it has run a
 	// moment, and its own CPU count says whether it computes.
 	var meter func() (time.Duration, bool)
-	if m, ok := l.sb.(sandbox.CPUMeter); ok {
+	if m, ok := sandbox.SandboxAs[sandbox.CPUMeter](l.sb); ok {
 		meter = m.CPUDemand
 	}
 	ticket.Started(meter)

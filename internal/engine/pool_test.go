@@ -29,6 +29,13 @@ type recordedSandbox struct {
 	r *runRecorder
 }
 
+// Unwrap is the backend recorded: its optional interfaces (a memory
+// gauge) stay the engine's to find.
+func (r *runRecorder) Unwrap() sandbox.Backend { return r.Backend }
+
+// Unwrap is the sandbox recorded (its CPU meter, say).
+func (s *recordedSandbox) Unwrap() sandbox.Sandbox { return s.Sandbox }
+
 func (r *runRecorder) Create(ctx context.Context, cfg sandbox.Config) (sandbox.Sandbox, error) {
 	sb, err := r.Backend.Create(ctx, cfg)
 	if err != nil {

@@ -13,15 +13,18 @@ const (
 )
 
 // ValidationError says which field of a Request is wrong and why. Front ends
-// map it to HTTP 400, an MCP tool error or CLI exit status 2.
+// map it to HTTP 400, an MCP tool error or CLI exit status 2; a cluster's
+// worker sends it to its front end as it is (its JSON), so that a caller
+// reads the same field and words as from a local engine.
 type ValidationError struct {
 	// Field is the JSON path of the offending field, e.g. "limits.timeout_ms"
 	// or `files["/proc/x"]`.
-	Field string
+	Field string `json:"field"`
 	// Message says what is wrong in words a model can act on.
-	Message string
+	Message string `json:"message"`
 	// cause is what made the body unreadable, for a front end that tells
-	// its own reader's errors apart (http.MaxBytesReader's, say).
+	// its own reader's errors apart (http.MaxBytesReader's, say). It
+	// stays on the machine that read the body (it is not on the wire).
 	cause error
 }
 

@@ -37,6 +37,12 @@ type Result struct {
 	Outcome Outcome `json:"outcome"`
 	// Facts are what Note says, as data. An extension like Outcome.
 	Facts Facts `json:"facts"`
+	// Worker is the id of the cluster's worker that ran the call, set by
+	// the front end that placed it ("" on one machine); WorkerOf reads
+	// it. It is the only field not on the wire: the front end names the
+	// worker from whom it heard, never from what a result says, and a
+	// caller is not told how the cluster is laid out.
+	Worker string `json:"-"`
 }
 
 // Finish derives Outcome and Note from ExitCode, StatePurged and Facts. An

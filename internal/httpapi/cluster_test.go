@@ -27,7 +27,6 @@ import (
 func TestWorkerLostReadsTheSameEverywhere(t *testing.T) {
 	fake := execapitest.New("bash")
 	fake.Respond(func(ctx context.Context, c execapitest.Call) execapitest.Response {
-		execapi.NoteWorker(ctx, "worker-b")
 		return execapitest.Response{Err: &execapi.WorkerLostError{Worker: "worker-b", Why: "no word from it for 4s"}}
 	})
 	ts := startServer(t, serverOptions{mcp: true, fake: fake})

@@ -156,16 +156,17 @@ func TestRevokeReachesEveryFrontEnd(t *testing.T) {
 	}
 }
 
-// A run's worker, as an Executor that forwards calls says it
-// (execapi.NoteWorker), is recorded with its usage row; the local engine
-// says nothing and its runs are "local".
+// A run's worker, as an Executor that forwards calls names it on the
+// result (execapi.Result.Worker), is recorded with its usage row; the
+// local engine names none and its runs are "local".
 func TestUsageRecordsTheWorker(t *testing.T) {
 	fake := execapitest.New("bash")
 	fake.Respond(func(ctx context.Context, c execapitest.Call) execapitest.Response {
+		res := execapitest.Success("")
 		if c.Checked.Code == "remote" {
-			execapi.NoteWorker(ctx, "worker-7")
+			res.Worker = "worker-7"
 		}
-		return execapitest.Response{Result: execapitest.Success("")}
+		return execapitest.Response{Result: res}
 	})
 	ts := startServer(t, serverOptions{fake: fake})
 	_, key := ts.key("w", 100, 4)

@@ -119,7 +119,6 @@ func (g *gate) Exec(ctx context.Context, req execapi.Request, events execapi.Eve
 
 	// The engine says when its admission let the call in: the wait before
 	// it is the queue's, the time after it the run's.
-	ctx, workerOf := execapi.WithWorkerNote(ctx)
 	received := time.Now()
 	var admittedNanos atomic.Int64
 	observe := func(ev execapi.Event) {
@@ -164,7 +163,7 @@ func (g *gate) Exec(ctx context.Context, req execapi.Request, events execapi.Eve
 		g.lastClean.Store(time.Now().UnixNano())
 	}
 	u := store.Usage{
-		KeyID: caller, Runtime: checked.Runtime, Worker: workerOf(), Started: started, Duration: ran,
+		KeyID: caller, Runtime: checked.Runtime, Worker: execapi.WorkerOf(res, err), Started: started, Duration: ran,
 		ExitCode: -1, Outcome: outcome, BytesIn: bytesIn(checked),
 	}
 	if err == nil {

@@ -68,6 +68,9 @@ type countingBackend struct {
 	created atomic.Int64
 }
 
+// Unwrap is the backend counted (sandbox.BackendAs finds its memory gauge).
+func (c *countingBackend) Unwrap() sandbox.Backend { return c.Backend }
+
 func (c *countingBackend) Create(ctx context.Context, cfg sandbox.Config) (sandbox.Sandbox, error) {
 	c.created.Add(1)
 	return c.Backend.Create(ctx, cfg)

@@ -12,4 +12,10 @@
 // A backend knows nothing of HTTP, MCP, API keys, pools or the request JSON: it
 // takes a prepared Job and returns an Outcome. It must never run more than one
 // job in a sandbox.
+//
+// What a backend or sandbox may also do (Emulation, MemoryBudget, CPUMeter)
+// is an optional interface, looked up with BackendAs and SandboxAs, never by
+// a type assertion: a wrapper (one that counts, one that records) implements
+// Unwrap, and the lookup walks through it to what it wraps, so that no
+// wrapper hides a memory gauge.
 package sandbox

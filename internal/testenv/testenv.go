@@ -286,31 +286,12 @@ func (s *Shared) Create(ctx context.Context, cfg sandbox.Config) (sandbox.Sandbo
 // Created counts the sandboxes created through s so far.
 func (s *Shared) Created() int64 { return s.created.Load() }
 
-// SoftwareEmulation implements sandbox.Emulation for the backend shared.
-func (s *Shared) SoftwareEmulation() bool {
-	em, ok := s.Backend.(sandbox.Emulation)
-	return ok && em.SoftwareEmulation()
-}
-
 // Close implements sandbox.Backend: it leaves the shared backend open.
 func (s *Shared) Close() error { return nil }
 
-// SetMemoryBudget implements sandbox.MemoryBudget when the level's backend
-// does (ok false otherwise).
-func (s *Shared) SetMemoryBudget(bytes int64) (bool, error) {
-	if mb, ok := s.Backend.(sandbox.MemoryBudget); ok {
-		return mb.SetMemoryBudget(bytes)
-	}
-	return false, nil
-}
-
-// MemoryInUse implements sandbox.MemoryBudget when the level's backend does.
-func (s *Shared) MemoryInUse() int64 {
-	if mb, ok := s.Backend.(sandbox.MemoryBudget); ok {
-		return mb.MemoryInUse()
-	}
-	return 0
-}
+// Unwrap is the level's backend: its optional interfaces (a memory budget,
+// emulation) are the engine's to find (sandbox.BackendAs).
+func (s *Shared) Unwrap() sandbox.Backend { return s.Backend }
 
 // removeCgroupDirs removes the empty directories named name on every
 // cgroup hierarchy (those the Manager uses and those it does not, such as

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -55,11 +56,27 @@ func (f *Frontend) attempt(ctx context.Context, w cluster.Registration, req exec
 		return execapi.Result{}, tryNext, err
 	}
 	// From the go on, the call is this worker's: never another's.
-	execapi.NoteWorker(ctx, w.ID)
 	c.parts = parts
 	c.sendParts(nil)
 	c.send(cluster.KindGo, nil)
-	return c.follow(ctx)
+	res, tryNext, err = c.follow(ctx)
+	return ranOn(w.ID, res, tryNext, err)
+}
+
+// ranOn names worker as the one that ran a call that went to it: on its
+// result, or on its error when its code may have run there (a call it
+// refused or found invalid did not run; a lost one names it already).
+func ranOn(worker string, res execapi.Result, tryNext string, err error) (execapi.Result, string, error) {
+	var refusal *execapi.Refusal
+	var lost *execapi.WorkerLostError
+	switch {
+	case tryNext != "", errors.As(err, &refusal), execapi.IsValidation(err), errors.As(err, &lost):
+	case err != nil:
+		err = &execapi.WorkerError{Worker: worker, Err: err}
+	default:
+		res.Worker = worker
+	}
+	return res, tryNext, err
 }
 
 // attemptCall is one call on one worker.

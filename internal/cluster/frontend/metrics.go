@@ -61,10 +61,10 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	live := c.f.reg.live(time.Now())
 	var free, running int
 	for _, w := range live {
-		free += w.Free
-		running += w.Running
-		ch <- prometheus.MustNewConstMetric(c.perFree, prometheus.GaugeValue, float64(w.Free), w.ID)
-		ch <- prometheus.MustNewConstMetric(c.perRun, prometheus.GaugeValue, float64(w.Running), w.ID)
+		free += w.Free()
+		running += w.Running()
+		ch <- prometheus.MustNewConstMetric(c.perFree, prometheus.GaugeValue, float64(w.Free()), w.ID)
+		ch <- prometheus.MustNewConstMetric(c.perRun, prometheus.GaugeValue, float64(w.Running()), w.ID)
 	}
 	ch <- prometheus.MustNewConstMetric(c.workers, prometheus.GaugeValue, float64(len(live)))
 	ch <- prometheus.MustNewConstMetric(c.capacity, prometheus.GaugeValue, float64(free+running))

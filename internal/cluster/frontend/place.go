@@ -148,7 +148,7 @@ func (f *Frontend) pick(ws []cluster.Registration) cluster.Registration {
 	k := min(f.cfg.Choices, len(ws))
 	best := -1
 	for _, i := range f.rand.Perm(len(ws))[:k] {
-		if best < 0 || ws[i].Free > ws[best].Free {
+		if best < 0 || ws[i].Free() > ws[best].Free() {
 			best = i
 		}
 	}

@@ -71,8 +71,11 @@ func (r *registry) heard(id string, now time.Time) {
 func (r *registry) markFull(id string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if k := r.workers[id]; k != nil {
-		k.reg.Free = 0
+	if k := r.workers[id]; k != nil && k.reg.Admission != nil {
+		// A copy: registrations handed out by live share the old one.
+		adm := *k.reg.Admission
+		adm.Free = 0
+		k.reg.Admission = &adm
 	}
 }
 

@@ -102,7 +102,7 @@ func (w *Worker) offerLocked(id string, m *nats.Msg) (refusal *nats.Msg) {
 	}
 	n := cluster.Int(m, cluster.HeaderParts)
 	if maxParts := maxRequestBytes/cluster.PartSize(w.cfg.Conn.MaxPayload()) + 1; n < 1 || n > maxParts {
-		return w.refusal(m, cluster.Failure{Invalid: &cluster.Invalid{Field: "request", Message: "the front end sent an offer with " + strconv.Itoa(n) + " parts"}})
+		return w.refusal(m, cluster.Failure{Invalid: &execapi.ValidationError{Field: "request", Message: "the front end sent an offer with " + strconv.Itoa(n) + " parts"}})
 	}
 	if w.draining {
 		return w.refusal(m, cluster.Failure{Refusal: &execapi.Refusal{Reason: execapi.RefusedDraining}})
@@ -134,7 +134,7 @@ func (w *Worker) checkOfferLocked(runtime, network string) (cluster.Failure, boo
 		return cluster.Failure{Refusal: w.notOffered(runtime)}, false
 	}
 	if network == execapi.NetworkEgress && !w.cfg.Engine.Policy().AllowEgress {
-		return cluster.Failure{Invalid: &cluster.Invalid{Field: "network", Message: "\"egress\" is not allowed on worker " + w.cfg.ID},
+		return cluster.Failure{Invalid: &execapi.ValidationError{Field: "network", Message: "\"egress\" is not allowed on worker " + w.cfg.ID},
 			Elsewhere: true}, false
 	}
 	return cluster.Failure{}, true

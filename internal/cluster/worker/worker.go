@@ -276,27 +276,18 @@ func (w *Worker) registration() (cluster.Registration, error) {
 	}
 	// The engine's Describe already read its admission: asking again
 	// would read the cgroups a second time every beat.
-	var adm execapi.AdmissionInfo
-	if info.Admission != nil {
-		adm = *info.Admission
-	} else {
-		adm = w.cfg.Engine.Admission()
+	if info.Admission == nil {
+		adm := w.cfg.Engine.Admission()
+		info.Admission = &adm
 	}
-	r := cluster.Registration{
-		ID: w.cfg.ID, Instance: w.instance, Version: w.cfg.Version, Isolation: info.Isolation,
-		EgressAllowed: info.EgressAllowed, SoftwareEmulation: info.SoftwareEmulation, UnenforcedLimits: info.UnenforcedLimits,
-		OutputLimitBytes: info.OutputLimitBytes, MaxReturnBytes: info.MaxReturnBytes,
-		Free: adm.Free, Running: adm.Running, Capacity: adm.Capacity, Heartbeat: time.Now().UTC(),
-	}
+	// Only the runtimes the worker offers (a slice of its own: the
+	// engine's may be shared).
+	info.Runtimes = slices.DeleteFunc(slices.Clone(info.Runtimes), func(rt execapi.RuntimeInfo) bool { return !w.offers(rt.Name, nil) })
+	r := cluster.Registration{ID: w.cfg.ID, Instance: w.instance, Version: w.cfg.Version, Info: info, Heartbeat: time.Now().UTC()}
 	w.mu.Lock()
 	aliases := w.aliases
-	w.capacity = adm.Capacity
+	w.capacity = info.Admission.Capacity
 	w.mu.Unlock()
-	for _, rt := range info.Runtimes {
-		if w.offers(rt.Name, nil) {
-			r.Runtimes = append(r.Runtimes, rt)
-		}
-	}
 	for alias, target := range aliases {
 		// r.Runtimes holds only runtimes the worker offers, so an alias
 		// to one of them is offered too.

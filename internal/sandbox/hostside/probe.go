@@ -42,7 +42,7 @@ func RunProbe(ctx context.Context, s sandbox.Sandbox, argv []string, want string
 		return runErr
 	case out.ExitCode != 0 || stdout.String() != want:
 		diagnostics := ""
-		if h, ok := s.(interface{ Diagnostics() string }); ok {
+		if h, ok := sandbox.SandboxAs[interface{ Diagnostics() string }](s); ok {
 			diagnostics = h.Diagnostics()
 		}
 		return fmt.Errorf("%s: exit %d, stdout %q, stderr %q%s", what, out.ExitCode, stdout.String(), stderr.String(), diagnostics)
