@@ -195,9 +195,9 @@ func (b *browser) post(path, body string) reply {
 }
 
 // errorOf decodes an error document.
-func errorOf(t *testing.T, r reply) errorDetail {
+func errorOf(t *testing.T, r reply) httpapi.ErrorDetail {
 	t.Helper()
-	var doc errorDoc
+	var doc httpapi.ErrorDocument
 	if err := json.Unmarshal([]byte(r.body), &doc); err != nil || doc.Error.Code == "" {
 		t.Fatalf("status %d: not an error document: %s", r.status, r.body)
 	}

@@ -124,7 +124,7 @@ func TestPlaygroundErrors(t *testing.T) {
 	if r.status != http.StatusOK || len(events) != 1 || events[0].name != "error" {
 		t.Fatalf("unknown runtime: %d %s", r.status, r.body)
 	}
-	var d errorDetail
+	var d httpapi.ErrorDetail
 	json.Unmarshal(events[0].data["error"], &d)
 	if string(events[0].data["status"]) != "400" || d.Field != "runtime" || !strings.Contains(d.Message, "bash") {
 		t.Errorf("unknown runtime: %s", r.body)

@@ -88,7 +88,15 @@ func (g *gate) Describe(ctx context.Context) (execapi.Info, error) { return g.sv
 // waits, counts or runs; a refusal is an *execapi.Refusal; the error of a run
 // that went ahead is the engine's. An engine that takes a Checked
 // (execapi.CheckedExecutor) gets the checked request, not req again.
+//
+// A call the server cancelled because it gave up draining ends in a
+// *shutDownError, which its answer tells apart from other cancellations.
 func (g *gate) Exec(ctx context.Context, req execapi.Request, events execapi.EventSink) (execapi.Result, error) {
+	res, err := g.exec(ctx, req, events)
+	return res, markShutDown(g.runs, err)
+}
+
+func (g *gate) exec(ctx context.Context, req execapi.Request, events execapi.EventSink) (execapi.Result, error) {
 	caller := execapi.CallerFrom(ctx)
 	if g.drain.isDraining() {
 		return execapi.Result{}, g.refuseCall(ctx, caller, &execapi.Refusal{Reason: execapi.RefusedDraining})
