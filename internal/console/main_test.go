@@ -64,6 +64,9 @@ type consoleOptions struct {
 	admission *execapi.AdmissionInfo
 	// respond scripts the service (default: success, printing nothing).
 	respond func(ctx context.Context, c execapitest.Call) execapitest.Response
+	// pools, when set, is the service's warm pool (as the engine reports
+	// it); unset, it keeps none.
+	pools map[execapi.PoolKey]int
 }
 
 func startConsole(t *testing.T, o consoleOptions) *testConsole {
@@ -84,6 +87,12 @@ func startConsole(t *testing.T, o consoleOptions) *testConsole {
 	var svc execapi.Service = fake
 	if o.admission != nil {
 		svc = admittingService{fake, *o.admission}
+	}
+	if o.pools != nil {
+		if o.admission != nil {
+			t.Fatal("startConsole: a scripted service reports admission or a pool, not both")
+		}
+		svc = pooledService{fake, o.pools}
 	}
 	srv, err := httpapi.New(httpapi.Config{Service: svc, Policy: fake.Policy(), Keys: keys, Console: con.Mount})
 	if err != nil {
@@ -232,3 +241,12 @@ type admittingService struct {
 
 // Admission reports the scripted admission state.
 func (s admittingService) Admission() execapi.AdmissionInfo { return s.info }
+
+// pooledService is a service that reports a warm pool, as the engine does.
+type pooledService struct {
+	*execapitest.Service
+	pools map[execapi.PoolKey]int
+}
+
+// PoolStats reports the scripted pool.
+func (s pooledService) PoolStats() map[execapi.PoolKey]int { return s.pools }

@@ -35,9 +35,9 @@ type Live struct {
 	// has none of its own, a remote one).
 	Admission *execapi.AdmissionInfo
 	Draining  bool
-	// Pools counts the warm sandboxes ready per "runtime/network[/variant]"
-	// (nil when the service keeps no pool).
-	Pools map[string]int
+	// Pools counts the warm sandboxes ready per pool key (nil when the
+	// service keeps no pool).
+	Pools map[execapi.PoolKey]int
 	// Rejections counts the requests refused before they ran since the
 	// server started, by reason.
 	Rejections map[string]int64

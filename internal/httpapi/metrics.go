@@ -3,7 +3,6 @@ package httpapi
 import (
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -75,14 +74,16 @@ func newMetrics() *metrics {
 }
 
 // poolStatser is implemented by services with a warm pool (the engine):
-// ready sandboxes per "runtime/network[/variant]".
-type poolStatser interface{ PoolStats() map[string]int }
+// ready sandboxes per pool key.
+type poolStatser interface {
+	PoolStats() map[execapi.PoolKey]int
+}
 
 // poolCollector reports scratchrun_pool_size at scrape time from the
 // service's pool; every installed runtime has a series (0 without a pool).
 type poolCollector struct {
 	desc       *prometheus.Desc
-	stats      func() map[string]int // nil when the service has no pool
+	stats      func() map[execapi.PoolKey]int // nil when the service has no pool
 	runtimes   []string
 	defaultNet string
 }
@@ -107,12 +108,8 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	seen := map[string]bool{}
 	if c.stats != nil {
 		for key, n := range c.stats() {
-			parts := strings.SplitN(key, "/", 3)
-			for len(parts) < 3 {
-				parts = append(parts, "")
-			}
-			seen[parts[0]] = true
-			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), parts[0], parts[1], parts[2])
+			seen[key.Runtime] = true
+			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), key.Runtime, key.Network, key.Variant)
 		}
 	}
 	for _, rt := range c.runtimes {
