@@ -71,7 +71,7 @@ func (g *gate) AdmitSession(ctx context.Context) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, store.ErrNotFound):
-		g.m.rejections.WithLabelValues(reasonUnauthorized).Inc()
+		g.m.rejections.add(reasonUnauthorized)
 		return errUnauthorized
 	case errors.As(err, &limit):
 		return g.refuseCall(ctx, caller, &execapi.Refusal{Reason: execapi.RefusedKeyRate, RetryAfter: limit.RetryAfter, Limit: limit.Max})
@@ -103,7 +103,7 @@ func (g *gate) exec(ctx context.Context, req execapi.Request, events execapi.Eve
 	}
 	checked, err := g.policy.Validate(req)
 	if err != nil {
-		g.m.rejections.WithLabelValues(reasonInvalidRequest).Inc()
+		g.m.rejections.add(reasonInvalidRequest)
 		return execapi.Result{}, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -159,7 +159,7 @@ func (g *gate) exec(ctx context.Context, req execapi.Request, events execapi.Eve
 			reason = string(refusal.Reason)
 			g.refuseCall(ctx, caller, refusal)
 		} else {
-			g.m.rejections.WithLabelValues(reason).Inc()
+			g.m.rejections.add(reason)
 		}
 		return execapi.Result{}, err
 	}
@@ -202,7 +202,7 @@ func (g *gate) admitKey(ctx context.Context, caller string, bound time.Duration)
 	case err == nil:
 		return permit, nil
 	case errors.Is(err, store.ErrNotFound):
-		g.m.rejections.WithLabelValues(reasonUnauthorized).Inc()
+		g.m.rejections.add(reasonUnauthorized)
 		return nil, errUnauthorized
 	case errors.As(err, &limit):
 		reason := execapi.RefusedKeyRate
@@ -217,7 +217,7 @@ func (g *gate) admitKey(ctx context.Context, caller string, bound time.Duration)
 
 // refuse counts a refusal under its reason and returns it.
 func (g *gate) refuse(r *execapi.Refusal) *execapi.Refusal {
-	g.m.rejections.WithLabelValues(string(r.Reason)).Inc()
+	g.m.rejections.add(string(r.Reason))
 	return r
 }
 

@@ -14,7 +14,7 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 	if !isJSON(r.Header.Get("Content-Type")) {
 		// A browser's form or text/plain POST needs no preflight; the API
 		// takes only what no page can send across origins unasked.
-		s.m.rejections.WithLabelValues(reasonMediaType).Inc()
+		s.m.rejections.add(reasonMediaType)
 		writeError(w, http.StatusUnsupportedMediaType, CodeMediaType,
 			fmt.Sprintf("the body must be JSON sent with Content-Type: application/json, not %q", r.Header.Get("Content-Type")))
 		return
@@ -48,7 +48,7 @@ func (s *Server) decodeExec(w http.ResponseWriter, r *http.Request) (execapi.Req
 			s.tooLarge(w)
 			return execapi.Request{}, false
 		}
-		s.m.rejections.WithLabelValues(reasonInvalidRequest).Inc()
+		s.m.rejections.add(reasonInvalidRequest)
 		writeInvalid(w, err)
 		return execapi.Request{}, false
 	}
@@ -56,7 +56,7 @@ func (s *Server) decodeExec(w http.ResponseWriter, r *http.Request) (execapi.Req
 }
 
 func (s *Server) tooLarge(w http.ResponseWriter) {
-	s.m.rejections.WithLabelValues(reasonBodyTooLarge).Inc()
+	s.m.rejections.add(reasonBodyTooLarge)
 	w.Header().Set("Connection", "close") // the rest of the body is not read
 	writeError(w, http.StatusRequestEntityTooLarge, CodeBodyTooLarge,
 		"the request body is larger than this server's limit of "+formatBytes(s.cfg.MaxBodyBytes))

@@ -20,7 +20,7 @@ type metrics struct {
 	runSeconds   *prometheus.HistogramVec // runtime
 	queueSeconds prometheus.Histogram
 	httpSeconds  *prometheus.HistogramVec // route, code
-	rejections   *prometheus.CounterVec
+	rejections   *rejections
 	draining     prometheus.Gauge
 }
 
@@ -28,8 +28,15 @@ type metrics struct {
 var runBuckets = []float64{0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60}
 
 func newMetrics() *metrics {
+	// The reasons a request can be refused for, each exported from the start.
+	reasons := []string{reasonUnauthorized, reasonInvalidRequest, reasonBodyTooLarge, reasonForbidden, reasonMediaType}
+	for _, r := range append(append([]execapi.RefusalReason{}, execapi.AdmissionRefusals...),
+		execapi.RefusedKeyRate, execapi.RefusedKeyConcurrency, execapi.RefusedDraining, execapi.RefusedNoWorkers) {
+		reasons = append(reasons, string(r))
+	}
 	m := &metrics{
-		registry: prometheus.NewRegistry(),
+		registry:   prometheus.NewRegistry(),
+		rejections: newRejections(reasons...),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "scratchrun_runs_total",
 			Help: "Runs finished, by runtime and outcome (success, nonzero_exit, timeout, memory_limit, machine_memory, cancelled, error, worker_lost).",
@@ -49,10 +56,6 @@ func newMetrics() *metrics {
 			Help:    "Latency of HTTP requests, by route and status code.",
 			Buckets: runBuckets,
 		}, []string{"route", "code"}),
-		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "scratchrun_rejections_total",
-			Help: "Requests refused before running, by reason (memory, cpu, at_capacity, queue_full, key_rate, key_concurrency, draining, no_workers, unknown_runtime, unauthorized, invalid_request, body_too_large, forbidden, unsupported_media_type).",
-		}, []string{"reason"}),
 		draining: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "scratchrun_draining",
 			Help: "1 while the server is draining for shutdown.",
@@ -60,16 +63,6 @@ func newMetrics() *metrics {
 	}
 	m.registry.MustRegister(m.runs, m.runSeconds, m.queueSeconds, m.httpSeconds, m.rejections, m.draining,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	// Every reason is exported from the start, so a dashboard sees zeros
-	// rather than missing series.
-	reasons := append(append([]execapi.RefusalReason{}, execapi.AdmissionRefusals...),
-		execapi.RefusedKeyRate, execapi.RefusedKeyConcurrency, execapi.RefusedDraining, execapi.RefusedNoWorkers)
-	for _, r := range reasons {
-		m.rejections.WithLabelValues(string(r))
-	}
-	for _, r := range []string{reasonUnauthorized, reasonInvalidRequest, reasonBodyTooLarge, reasonForbidden, reasonMediaType} {
-		m.rejections.WithLabelValues(r)
-	}
 	return m
 }
 
