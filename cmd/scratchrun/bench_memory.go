@@ -45,7 +45,7 @@ func benchIdleMemory(ctx context.Context, asJSON bool) int {
 	const mib = 1 << 20
 	r := idleMemoryReport{PooledMiB: map[string]float64{}, BareInterpreterMiB: map[string]float64{}}
 	for k, v := range eng.PoolMemory() {
-		r.PooledMiB[k] = float64(v) / mib
+		r.PooledMiB[k.String()] = float64(v) / mib
 	}
 	initAnon, _, err := bench.InitMemory(os.Getpid())
 	if err != nil {

@@ -6,6 +6,9 @@ import (
 	"net/http"
 	"path"
 	"strings"
+
+	"github.com/scratchrun/scratchrun/internal/execapi"
+	"github.com/scratchrun/scratchrun/internal/httpapi"
 )
 
 // pages are the HTML documents (the sign-in page a template); assets the
@@ -24,7 +27,7 @@ const assetsPath = basePath + "/assets/"
 func servePage(w http.ResponseWriter, name string) {
 	data, err := pages.ReadFile(name)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, codeInternal, "the page is missing from this build")
+		writeError(w, http.StatusInternalServerError, execapi.CodeInternal, "the page is missing from this build")
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -44,7 +47,7 @@ func assetHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		name := strings.TrimPrefix(r.URL.Path, assetsPath)
 		if fi, err := fs.Stat(sub, path.Clean(name)); name == "" || err != nil || fi.IsDir() {
-			writeError(w, http.StatusNotFound, codeNotFound, "no such console asset: "+r.URL.Path)
+			writeError(w, http.StatusNotFound, httpapi.CodeNotFound, "no such console asset: "+r.URL.Path)
 			return
 		}
 		w.Header().Set("Cache-Control", "no-cache")

@@ -135,7 +135,7 @@ func (c *Console) Mount(svc execapi.Service, live func() httpapi.Live) http.Hand
 	api("GET /console/api/runtimes", h.runtimes)
 	api("POST /console/api/run", h.run)
 	mux.HandleFunc("/console/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, codeNotFound, "no such console page or method: "+r.Method+" "+r.URL.Path)
+		writeError(w, http.StatusNotFound, httpapi.CodeNotFound, "no such console page or method: "+r.Method+" "+r.URL.Path)
 	})
 	return securityHeaders(mux)
 }

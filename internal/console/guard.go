@@ -9,6 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/scratchrun/scratchrun/internal/execapi"
+	"github.com/scratchrun/scratchrun/internal/httpapi"
 )
 
 // contentSecurityPolicy allows only the console's own scripts, styles and
@@ -122,45 +125,31 @@ func requireCSRF(next http.Handler) http.Handler {
 			return
 		}
 		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-			writeError(w, http.StatusUnsupportedMediaType, codeMediaType, "send JSON with Content-Type: application/json")
+			writeError(w, http.StatusUnsupportedMediaType, httpapi.CodeMediaType, "send JSON with Content-Type: application/json")
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-// Error codes of the console's API, beside the API's own.
+// Error codes of the console's API, beside the API's own (httpapi's and
+// execapi's, which it answers with too).
 const (
-	codeSignedOut  = "signed_out"
-	codeCSRF       = "csrf"
-	codeMediaType  = "unsupported_media_type"
-	codeNotFound   = "not_found"
-	codeInvalid    = "invalid_request"
-	codeInternal   = "internal"
-	codeThrottled  = "too_many_signins"
-	codeBadToken   = "wrong_token"
-	codeBodyTooBig = "body_too_large"
+	codeSignedOut = "signed_out"
+	codeCSRF      = "csrf"
+	codeThrottled = "too_many_signins"
+	codeBadToken  = "wrong_token"
 )
 
-// errorDoc is the API's error document ({"error": {"code", "message"}}),
-// with the field at fault and a refusal's reason where there is one.
-type errorDoc struct {
-	Error errorDetail `json:"error"`
-}
-
-type errorDetail struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-	Field   string `json:"field,omitempty"`
-	Reason  string `json:"reason,omitempty"`
-}
-
+// writeError answers with the API's error document (httpapi.ErrorDocument).
 func writeError(w http.ResponseWriter, status int, code, message string) {
-	writeJSON(w, status, errorDoc{errorDetail{Code: code, Message: message}})
+	writeJSON(w, status, httpapi.ErrorDocument{Error: httpapi.ErrorDetail{Code: code, Message: message}})
 }
 
+// writeFieldError answers 400 for a request field at fault, naming it.
 func writeFieldError(w http.ResponseWriter, field, message string) {
-	writeJSON(w, http.StatusBadRequest, errorDoc{errorDetail{Code: codeInvalid, Message: field + ": " + message, Field: field}})
+	writeJSON(w, http.StatusBadRequest, httpapi.ErrorDocument{Error: httpapi.ErrorDetail{
+		Code: execapi.CodeInvalidRequest, Message: field + ": " + message, Field: field}})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

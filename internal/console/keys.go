@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/scratchrun/scratchrun/internal/execapi"
+	"github.com/scratchrun/scratchrun/internal/httpapi"
 	"github.com/scratchrun/scratchrun/internal/store"
 )
 
@@ -127,7 +129,7 @@ func (h *handlers) revokeKey(w http.ResponseWriter, r *http.Request) {
 	}
 	k, err := h.cfg.Keys.Revoke(r.Context(), id)
 	if errors.Is(err, store.ErrNotFound) {
-		writeError(w, http.StatusNotFound, codeNotFound, "no active key "+id+" (revoked meanwhile?)")
+		writeError(w, http.StatusNotFound, httpapi.CodeNotFound, "no active key "+id+" (revoked meanwhile?)")
 		return
 	}
 	if err != nil {
@@ -168,7 +170,7 @@ func (h *handlers) setLimits(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if errors.Is(err, store.ErrNotFound) {
-		writeError(w, http.StatusNotFound, codeNotFound, "no active key "+id+" (revoked meanwhile?)")
+		writeError(w, http.StatusNotFound, httpapi.CodeNotFound, "no active key "+id+" (revoked meanwhile?)")
 		return
 	}
 	if err != nil {
@@ -204,7 +206,7 @@ func (h *handlers) activeKeyID(w http.ResponseWriter, r *http.Request) (string, 
 	k, err := h.cfg.Keys.KeyByID(r.Context(), id)
 	switch {
 	case errors.Is(err, store.ErrNotFound) || err == nil && !k.Active():
-		writeError(w, http.StatusNotFound, codeNotFound, "no active key has the id "+id)
+		writeError(w, http.StatusNotFound, httpapi.CodeNotFound, "no active key has the id "+id)
 		return "", false
 	case err != nil:
 		h.internal(w, "look up a key", err)
@@ -216,5 +218,5 @@ func (h *handlers) activeKeyID(w http.ResponseWriter, r *http.Request) (string, 
 // internal answers 500 and logs why.
 func (h *handlers) internal(w http.ResponseWriter, what string, err error) {
 	h.log.Error("console: "+what, "err", err)
-	writeError(w, http.StatusInternalServerError, codeInternal, what+": "+err.Error())
+	writeError(w, http.StatusInternalServerError, execapi.CodeInternal, what+": "+err.Error())
 }

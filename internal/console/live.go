@@ -1,10 +1,10 @@
 package console
 
 import (
+	"cmp"
 	"maps"
 	"net/http"
 	"slices"
-	"strings"
 
 	"github.com/scratchrun/scratchrun/internal/execapi"
 	"github.com/scratchrun/scratchrun/internal/httpapi"
@@ -69,11 +69,10 @@ func (h *handlers) liveState(w http.ResponseWriter, r *http.Request) {
 		v.InFlight, v.Queued, v.Capacity = a.Running, a.Waiting, a.Capacity
 	}
 	for key, n := range l.Pools {
-		parts := append(strings.SplitN(key, "/", 3), "", "")
-		v.Pools = append(v.Pools, poolView{Runtime: parts[0], Network: parts[1], Variant: parts[2], Ready: n})
+		v.Pools = append(v.Pools, poolView{Runtime: key.Runtime, Network: key.Network, Variant: key.Variant, Ready: n})
 	}
 	slices.SortFunc(v.Pools, func(a, b poolView) int {
-		return strings.Compare(a.Runtime+"/"+a.Network+"/"+a.Variant, b.Runtime+"/"+b.Network+"/"+b.Variant)
+		return cmp.Or(cmp.Compare(a.Runtime, b.Runtime), cmp.Compare(a.Network, b.Network), cmp.Compare(a.Variant, b.Variant))
 	})
 	writeJSON(w, http.StatusOK, v)
 }

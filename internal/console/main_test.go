@@ -64,6 +64,9 @@ type consoleOptions struct {
 	admission *execapi.AdmissionInfo
 	// respond scripts the service (default: success, printing nothing).
 	respond func(ctx context.Context, c execapitest.Call) execapitest.Response
+	// pools, when set, is the service's warm pool (as the engine reports
+	// it); unset, it keeps none.
+	pools map[execapi.PoolKey]int
 }
 
 func startConsole(t *testing.T, o consoleOptions) *testConsole {
@@ -84,6 +87,12 @@ func startConsole(t *testing.T, o consoleOptions) *testConsole {
 	var svc execapi.Service = fake
 	if o.admission != nil {
 		svc = admittingService{fake, *o.admission}
+	}
+	if o.pools != nil {
+		if o.admission != nil {
+			t.Fatal("startConsole: a scripted service reports admission or a pool, not both")
+		}
+		svc = pooledService{fake, o.pools}
 	}
 	srv, err := httpapi.New(httpapi.Config{Service: svc, Policy: fake.Policy(), Keys: keys, Console: con.Mount})
 	if err != nil {
@@ -195,9 +204,9 @@ func (b *browser) post(path, body string) reply {
 }
 
 // errorOf decodes an error document.
-func errorOf(t *testing.T, r reply) errorDetail {
+func errorOf(t *testing.T, r reply) httpapi.ErrorDetail {
 	t.Helper()
-	var doc errorDoc
+	var doc httpapi.ErrorDocument
 	if err := json.Unmarshal([]byte(r.body), &doc); err != nil || doc.Error.Code == "" {
 		t.Fatalf("status %d: not an error document: %s", r.status, r.body)
 	}
@@ -214,15 +223,6 @@ func cookie(r reply, name string) *http.Cookie {
 	return nil
 }
 
-// runConsole runs a request through the gate as the console does, for
-// usage rows.
-func (tc *testConsole) runAs(caller string, req execapi.Request) {
-	tc.t.Helper()
-	if _, err := tc.srv.Service().Exec(execapi.WithCaller(context.Background(), caller), req, nil); err != nil {
-		tc.t.Fatalf("run as %q: %v", caller, err)
-	}
-}
-
 // admittingService is a scripted service that reports an admission of its
 // own, as the engine does.
 type admittingService struct {
@@ -232,3 +232,12 @@ type admittingService struct {
 
 // Admission reports the scripted admission state.
 func (s admittingService) Admission() execapi.AdmissionInfo { return s.info }
+
+// pooledService is a service that reports a warm pool, as the engine does.
+type pooledService struct {
+	*execapitest.Service
+	pools map[execapi.PoolKey]int
+}
+
+// PoolStats reports the scripted pool.
+func (s pooledService) PoolStats() map[execapi.PoolKey]int { return s.pools }

@@ -2,7 +2,6 @@ package console
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -49,8 +48,7 @@ func (h *handlers) run(w http.ResponseWriter, r *http.Request) {
 	}
 	req, err := execapi.DecodeRequest(bytes.NewReader(body), limit)
 	if err != nil {
-		status, doc := errorAnswer(err)
-		writeJSON(w, status, doc)
+		httpapi.AnswerError(err).Write(w)
 		return
 	}
 	ctx := execapi.WithCaller(r.Context(), httpapi.ConsoleCaller)
@@ -105,11 +103,11 @@ func (h *handlers) run(w http.ResponseWriter, r *http.Request) {
 				if r.Context().Err() != nil {
 					return // the browser went away: its run was cancelled
 				}
-				status, doc := errorAnswer(d.err)
-				if status == http.StatusInternalServerError {
-					h.log.Error("console: playground run failed", "err", d.err)
-				}
-				send("error", map[string]any{"status": status, "error": doc.Error})
+				// The API's answer (the stream has begun: its headers,
+				// Retry-After among them, cannot be sent).
+				a := httpapi.AnswerError(d.err)
+				a.Log(h.log, "console: playground run")
+				send("error", map[string]any{"status": a.Status, "error": a.Doc.Error})
 				return
 			}
 			send("result", map[string]any{"result": d.res, "preview_incomplete": dropped.Load()})
@@ -134,25 +132,6 @@ func sendEvent(send func(string, any), e execapi.Event) {
 
 func (h *handlers) tooLarge(w http.ResponseWriter) {
 	w.Header().Set("Connection", "close")
-	writeError(w, http.StatusRequestEntityTooLarge, codeBodyTooBig,
+	writeError(w, http.StatusRequestEntityTooLarge, httpapi.CodeBodyTooLarge,
 		"the request is larger than this server's limit of "+strconv.FormatInt(h.cfg.MaxBodyBytes, 10)+" bytes")
-}
-
-// errorAnswer is the API's status and error document for an error of a
-// run, as POST /v1/exec would answer it.
-func errorAnswer(err error) (int, errorDoc) {
-	var refusal *execapi.Refusal
-	var invalid *execapi.ValidationError
-	switch {
-	case errors.As(err, &refusal):
-		return httpapi.RefusalStatus(refusal), errorDoc{errorDetail{Code: refusal.Code(), Message: refusal.Error(), Field: refusal.Field, Reason: string(refusal.Reason)}}
-	case errors.As(err, &invalid):
-		return http.StatusBadRequest, errorDoc{errorDetail{Code: execapi.CodeInvalidRequest, Message: invalid.Error(), Field: invalid.Field}}
-	case execapi.IsValidation(err):
-		return http.StatusBadRequest, errorDoc{errorDetail{Code: execapi.CodeInvalidRequest, Message: err.Error()}}
-	case errors.Is(err, context.Canceled):
-		return http.StatusServiceUnavailable, errorDoc{errorDetail{Code: execapi.CodeDraining, Message: "the run was cancelled (the server is shutting down); its sandbox was killed"}}
-	default:
-		return http.StatusInternalServerError, errorDoc{errorDetail{Code: execapi.CodeInternal, Message: "the run failed: " + err.Error()}}
-	}
 }

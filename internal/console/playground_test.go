@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -124,7 +125,7 @@ func TestPlaygroundErrors(t *testing.T) {
 	if r.status != http.StatusOK || len(events) != 1 || events[0].name != "error" {
 		t.Fatalf("unknown runtime: %d %s", r.status, r.body)
 	}
-	var d errorDetail
+	var d httpapi.ErrorDetail
 	json.Unmarshal(events[0].data["error"], &d)
 	if string(events[0].data["status"]) != "400" || d.Field != "runtime" || !strings.Contains(d.Message, "bash") {
 		t.Errorf("unknown runtime: %s", r.body)
@@ -156,5 +157,29 @@ func TestLiveState(t *testing.T) {
 	a := v.Admission
 	if a.Mode != ModeResources || a.MemoryBudgetBytes != 1<<30 || a.Running != 7 || v.InFlight != 7 || v.Queued != 2 || v.Capacity != 1024 || a.Rejections["memory"] != 3 {
 		t.Errorf("live with the engine's admission: %+v", v)
+	}
+}
+
+// The Live page shows each warm pool by its key's fields as the engine
+// reports them, in order.
+func TestLivePools(t *testing.T) {
+	tc := startConsole(t, consoleOptions{pools: map[execapi.PoolKey]int{
+		{Runtime: "python3.13", Network: "none", Variant: "light"}: 0,
+		{Runtime: "python3.13", Network: "none", Variant: "heavy"}: 2,
+		{Runtime: "bash", Network: "none"}:                         1,
+		{Runtime: "bash", Network: "egress"}:                       3,
+	}})
+	b := tc.browser()
+	b.signIn()
+	var v liveView
+	b.getJSON("/console/api/live", &v)
+	want := []poolView{
+		{Runtime: "bash", Network: "egress", Ready: 3},
+		{Runtime: "bash", Network: "none", Ready: 1},
+		{Runtime: "python3.13", Network: "none", Variant: "heavy", Ready: 2},
+		{Runtime: "python3.13", Network: "none", Variant: "light", Ready: 0},
+	}
+	if !slices.Equal(v.Pools, want) {
+		t.Errorf("pools %+v, want %+v", v.Pools, want)
 	}
 }

@@ -174,9 +174,9 @@ func TestPoolShrinksBeforeCallsAreRefusedForMemory(t *testing.T) {
 		c.Pool = PoolConfig{Floor: 5, Runtimes: []string{"bash"}, Networks: []string{"none"}, IdleAfter: time.Minute}
 	})
 	// 40 MB each, and a 10 MB floor beside them, within 120 MB: two.
-	waitReady(t, e, "bash/none", 2)
+	waitReady(t, e, execapi.PoolKey{Runtime: "bash", Network: "none"}, 2)
 	time.Sleep(1500 * time.Millisecond) // a tick of the pool's loop, or more
-	if got := e.PoolStats()["bash/none"]; got != 2 {
+	if got := e.PoolStats()[execapi.PoolKey{Runtime: "bash", Network: "none"}]; got != 2 {
 		t.Fatalf("%d warm sandboxes of 40 MB in a 120 MB budget with a 10 MB floor, want 2", got)
 	}
 	// Three python calls (cold: the pool keeps bash) running together need

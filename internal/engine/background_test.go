@@ -15,7 +15,7 @@ import (
 )
 
 // readyIDs lists the ids of the ready sandboxes of one pool key.
-func readyIDs(e *Engine, key poolKey) []string {
+func readyIDs(e *Engine, key execapi.PoolKey) []string {
 	e.pool.mu.Lock()
 	defer e.pool.mu.Unlock()
 	var ids []string
@@ -57,8 +57,8 @@ func TestPoolBuildsInBackgroundWhenBusy(t *testing.T) {
 	if testNS.Cgroups().Version() == cgroups.V2 {
 		normal, low = "100", "10" // cpu.weight
 	}
-	key := poolKey{runtime: "bash", network: "none"}
-	waitReady(t, e, "bash/none", 1)
+	key := execapi.PoolKey{Runtime: "bash", Network: "none"}
+	waitReady(t, e, execapi.PoolKey{Runtime: "bash", Network: "none"}, 1)
 	if id := readyIDs(e, key)[0]; cpuWeight(t, id) != normal {
 		t.Fatalf("sandbox built on an idle machine has CPU weight %q, want %q", cpuWeight(t, id), normal)
 	}
@@ -85,7 +85,7 @@ func TestPoolBuildsInBackgroundWhenBusy(t *testing.T) {
 	if res := run(t, e, execapi.Request{Runtime: "bash", Code: "true"}); res.ExitCode != 0 {
 		t.Fatalf("bash call: %+v", res)
 	}
-	waitReady(t, e, "bash/none", 1)
+	waitReady(t, e, execapi.PoolKey{Runtime: "bash", Network: "none"}, 1)
 	id := readyIDs(e, key)[0]
 	if got := cpuWeight(t, id); got != low {
 		t.Fatalf("sandbox built while every CPU had a call has CPU weight %q, want %q", got, low)

@@ -138,14 +138,15 @@ func (e *Engine) WaitWarm(ctx context.Context, timeout time.Duration) bool {
 	return e.pool.waitWarm(ctx, timeout)
 }
 
-// PoolStats reports how many warm sandboxes are ready, per "runtime/network".
-func (e *Engine) PoolStats() map[string]int { return e.pool.stats() }
+// PoolStats reports how many warm sandboxes are ready, per pool key (every
+// key the pool keeps, with 0 when none is ready).
+func (e *Engine) PoolStats() map[execapi.PoolKey]int { return e.pool.stats() }
 
-// PoolMemory reports, per "runtime/network[/variant]", the average memory
+// PoolMemory reports, per pool key, the average memory
 // a ready warm sandbox uses now (its cgroup's usage: init, the pre-started
 // interpreter, the sandbox's file systems and kernel objects). Empty when
 // the backend cannot tell.
-func (e *Engine) PoolMemory() map[string]int64 { return e.pool.memory() }
+func (e *Engine) PoolMemory() map[execapi.PoolKey]int64 { return e.pool.memory() }
 
 // Capacity is the upper bound on calls running at once (the operator's,
 // else admission.HardCapacity); admission usually stops well below it.
@@ -219,7 +220,7 @@ func (e *Engine) ExecChecked(ctx context.Context, checked execapi.Checked, event
 
 func (e *Engine) run(ctx context.Context, c execapi.Checked, rt images.Resolved, ticket *admission.Ticket, emit func(execapi.EventKind, []byte)) (execapi.Result, error) {
 	memory := int64(c.MemoryMB) << 20
-	key := poolKey{runtime: rt.Runtime.Name, network: c.Network, variant: warmVariant(rt.Runtime, c.Code)}
+	key := execapi.PoolKey{Runtime: rt.Runtime.Name, Network: c.Network, Variant: warmVariant(rt.Runtime, c.Code)}
 	l := e.pool.take(key)
 	defer e.pool.finished(key)
 	if l == nil {
@@ -265,7 +266,7 @@ func (e *Engine) run(ctx context.Context, c execapi.Checked, rt images.Resolved,
 type leased struct {
 	sb   sandbox.Sandbox
 	slot *netpolicy.Slot
-	key  poolKey
+	key  execapi.PoolKey
 	// usage is the memory a warm sandbox used when it became ready.
 	usage int64
 }
@@ -274,8 +275,8 @@ type leased struct {
 // interpreter (when it has a warm start) and are created with the maximum
 // memory limit, lowered when a job arrives. background builds it at
 // background CPU weight (see sandbox.Config).
-func (e *Engine) lease(ctx context.Context, rt images.Resolved, key poolKey, memory int64, prestart, background bool) (*leased, error) {
-	network := key.network
+func (e *Engine) lease(ctx context.Context, rt images.Resolved, key execapi.PoolKey, memory int64, prestart, background bool) (*leased, error) {
+	network := key.Network
 	cfg := sandbox.Config{
 		Image:         sandbox.Image{RootFS: rt.RootFS, UIDBase: rt.UIDBase},
 		MemoryBytes:   memory,
@@ -293,7 +294,7 @@ func (e *Engine) lease(ctx context.Context, rt images.Resolved, key poolKey, mem
 			return nil, err
 		}
 		env := e.environment(nil, rt.Runtime)
-		if key.variant == variantHeavy && len(rt.Runtime.Preload) > 0 {
+		if key.Variant == variantHeavy && len(rt.Runtime.Preload) > 0 {
 			env = append(env, "SCRATCHRUN_PRELOAD="+strings.Join(rt.Runtime.Preload, ","))
 		}
 		cfg.Prestart = &sandbox.Prestart{Argv: argv, Env: env, Dir: workDir}

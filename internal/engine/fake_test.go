@@ -61,7 +61,7 @@ func TestPoolNeverReusesGrowsAndShrinks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitReady(t, e, "bash/none", 1)
+	waitReady(t, e, execapi.PoolKey{Runtime: "bash", Network: "none"}, 1)
 	var wg sync.WaitGroup
 	for i := 0; i < 24; i++ {
 		wg.Add(1)
@@ -82,10 +82,10 @@ func TestPoolNeverReusesGrowsAndShrinks(t *testing.T) {
 	}
 	rec.mu.Unlock()
 	// Demand peaked above the floor: the pool grows toward Max...
-	waitReady(t, e, "bash/none", 3)
+	waitReady(t, e, execapi.PoolKey{Runtime: "bash", Network: "none"}, 3)
 	// ...and shrinks back to the floor once idle.
 	deadline := time.Now().Add(30 * time.Second)
-	for e.PoolStats()["bash/none"] != 1 {
+	for e.PoolStats()[execapi.PoolKey{Runtime: "bash", Network: "none"}] != 1 {
 		if time.Now().After(deadline) {
 			t.Fatalf("pool did not shrink to its floor: %v", e.PoolStats())
 		}
@@ -112,12 +112,12 @@ func TestPoolStaysWithinMemoryBudget(t *testing.T) {
 	defer e.Close()
 	// 40 MB each within 100 MB: the third takes the pool over its budget,
 	// and no fourth is built.
-	waitReady(t, e, "bash/none", 3)
+	waitReady(t, e, execapi.PoolKey{Runtime: "bash", Network: "none"}, 3)
 	time.Sleep(1500 * time.Millisecond) // a tick of the pool's loop, or more
-	if got := e.PoolStats()["bash/none"]; got != 3 {
+	if got := e.PoolStats()[execapi.PoolKey{Runtime: "bash", Network: "none"}]; got != 3 {
 		t.Errorf("%d ready sandboxes of 40 MB within a 100 MB budget, want 3", got)
 	}
-	if got := e.PoolMemory()["bash/none"]; got != 40<<20 {
+	if got := e.PoolMemory()[execapi.PoolKey{Runtime: "bash", Network: "none"}]; got != 40<<20 {
 		t.Errorf("pool memory %d, want %d per sandbox", got, 40<<20)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/scratchrun/scratchrun/internal/execapi"
 	"github.com/scratchrun/scratchrun/internal/images"
 )
 
@@ -52,10 +53,6 @@ func DefaultPoolConfig() PoolConfig {
 	return PoolConfig{Floor: 1, MemoryBudgetBytes: 2 << 30, IdleAfter: time.Minute, MaxAge: 10 * time.Minute,
 		Networks: []string{"none"}}
 }
-
-// poolKey is what makes warm sandboxes interchangeable: the runtime, the
-// network mode, and the variant (heavy: libraries preloaded).
-type poolKey struct{ runtime, network, variant string }
 
 // Warm variants of runtimes that pre-start an interpreter.
 const (
@@ -120,13 +117,13 @@ type keyState struct {
 	lastBusy time.Time
 }
 
-// pool keeps warm sandboxes per (runtime, network). The zero-config pool
+// pool keeps warm sandboxes per key (execapi.PoolKey). The zero-config pool
 // (Floor 0) hands out nothing and builds nothing.
 type pool struct {
 	e      *Engine
 	cfg    PoolConfig
 	mu     sync.Mutex
-	keys   map[poolKey]*keyState
+	keys   map[execapi.PoolKey]*keyState
 	wake   chan struct{}
 	stop   chan struct{}
 	done   chan struct{}
@@ -134,7 +131,7 @@ type pool struct {
 }
 
 func newPool(e *Engine, cfg PoolConfig) *pool {
-	p := &pool{e: e, cfg: cfg, keys: map[poolKey]*keyState{}, wake: make(chan struct{}, 1),
+	p := &pool{e: e, cfg: cfg, keys: map[execapi.PoolKey]*keyState{}, wake: make(chan struct{}, 1),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	if cfg.Floor <= 0 {
 		close(p.done)
@@ -162,7 +159,7 @@ func newPool(e *Engine, cfg PoolConfig) *pool {
 				continue
 			}
 			for _, v := range variants {
-				p.keys[poolKey{runtime: rt.Name, network: n, variant: v}] = &keyState{}
+				p.keys[execapi.PoolKey{Runtime: rt.Name, Network: n, Variant: v}] = &keyState{}
 			}
 		}
 	}
@@ -187,7 +184,7 @@ func (p *pool) wanted(rt images.Runtime) bool {
 // builders: a refill started now would compete for CPU with the very call
 // it serves (on 2 cores that made a warm python print(1) 1.5x slower); the
 // refill starts when the call finishes (see finished).
-func (p *pool) take(key poolKey) *leased {
+func (p *pool) take(key execapi.PoolKey) *leased {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	st := p.keys[key]
@@ -209,7 +206,7 @@ func (p *pool) take(key poolKey) *leased {
 
 // finished records the end of a run of key (pairs with take) and wakes the
 // builders to refill.
-func (p *pool) finished(key poolKey) {
+func (p *pool) finished(key execapi.PoolKey) {
 	defer p.poke()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -286,14 +283,14 @@ func (p *pool) loop() {
 }
 
 // next picks the key most short of its target, within the memory budget.
-func (p *pool) next() (poolKey, bool) {
+func (p *pool) next() (execapi.PoolKey, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		return poolKey{}, false
+		return execapi.PoolKey{}, false
 	}
 	now := time.Now()
-	var best poolKey
+	var best execapi.PoolKey
 	bestGap := 0
 	for k, st := range p.keys {
 		gap := p.target(st, now) - len(st.ready) - st.creating
@@ -302,21 +299,21 @@ func (p *pool) next() (poolKey, bool) {
 		}
 	}
 	if bestGap == 0 {
-		return poolKey{}, false
+		return execapi.PoolKey{}, false
 	}
 	if p.cfg.MemoryBudgetBytes > 0 && p.usage() >= p.cfg.MemoryBudgetBytes {
-		return poolKey{}, false
+		return execapi.PoolKey{}, false
 	}
 	// Within the machine's budget, beside a call's floor, and never while
 	// calls wait for room.
 	if !p.e.adm.RoomFor(p.keys[best].size) {
-		return poolKey{}, false
+		return execapi.PoolKey{}, false
 	}
 	p.keys[best].creating++
 	return best, true
 }
 
-func (p *pool) build(key poolKey) {
+func (p *pool) build(key execapi.PoolKey) {
 	l, err := p.create(key)
 	p.mu.Lock()
 	st := p.keys[key]
@@ -324,7 +321,7 @@ func (p *pool) build(key poolKey) {
 	if err != nil || p.closed {
 		p.mu.Unlock()
 		if err != nil {
-			p.e.log.Warn("building a warm sandbox", "runtime", key.runtime, "err", err)
+			p.e.log.Warn("building a warm sandbox", "runtime", key.Runtime, "err", err)
 			// Do not spin on a broken runtime.
 			select {
 			case <-p.stop:
@@ -340,8 +337,8 @@ func (p *pool) build(key poolKey) {
 	p.mu.Unlock()
 }
 
-func (p *pool) create(key poolKey) (*leased, error) {
-	rt, err := p.e.store.Resolve(key.runtime)
+func (p *pool) create(key execapi.PoolKey) (*leased, error) {
+	rt, err := p.e.store.Resolve(key.Runtime)
 	if err != nil {
 		return nil, err
 	}
@@ -446,10 +443,10 @@ func (p *pool) waitWarm(ctx context.Context, timeout time.Duration) bool {
 
 // memory reports the average memory, measured now from their cgroups, of
 // the ready sandboxes of each key (keys with none ready are left out).
-func (p *pool) memory() map[string]int64 {
+func (p *pool) memory() map[execapi.PoolKey]int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := map[string]int64{}
+	out := map[execapi.PoolKey]int64{}
 	for k, st := range p.keys {
 		if len(st.ready) == 0 {
 			continue
@@ -459,26 +456,19 @@ func (p *pool) memory() map[string]int64 {
 			r.l.measure()
 			total += r.l.usage
 		}
-		out[k.name()] = total / int64(len(st.ready))
+		out[k] = total / int64(len(st.ready))
 	}
 	return out
 }
 
-// name is how stats and metrics show a key: runtime/network[/variant].
-func (k poolKey) name() string {
-	if k.variant == "" {
-		return k.runtime + "/" + k.network
-	}
-	return k.runtime + "/" + k.network + "/" + k.variant
-}
-
-// stats reports ready sandboxes per runtime (for metrics and tests).
-func (p *pool) stats() map[string]int {
+// stats reports ready sandboxes per key (for metrics, the console and
+// tests).
+func (p *pool) stats() map[execapi.PoolKey]int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := map[string]int{}
+	out := map[execapi.PoolKey]int{}
 	for k, st := range p.keys {
-		out[k.name()] = len(st.ready)
+		out[k] = len(st.ready)
 	}
 	return out
 }

@@ -74,7 +74,7 @@ func newPooledEngineWith(t *testing.T, pc PoolConfig, mutate func(*Config)) (*En
 	return e, rec
 }
 
-func waitReady(t *testing.T, e *Engine, key string, n int) {
+func waitReady(t *testing.T, e *Engine, key execapi.PoolKey, n int) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for e.PoolStats()[key] < n {
@@ -101,7 +101,7 @@ print(warm, seen, hash('scratchrun'), random.random(), numpy.random.random(), os
 `
 	var lines []string
 	for i := 0; i < 3; i++ {
-		waitReady(t, e, "python3.13/none/heavy", 1)
+		waitReady(t, e, execapi.PoolKey{Runtime: "python3.13", Network: "none", Variant: "heavy"}, 1)
 		res := run(t, e, execapi.Request{Runtime: "python3.13", Code: code, Env: map[string]string{"K": fmt.Sprint(i)}})
 		if res.ExitCode != 0 {
 			t.Fatalf("exit %d stderr %q", res.ExitCode, res.Stderr)
@@ -131,7 +131,7 @@ print(warm, seen, hash('scratchrun'), random.random(), numpy.random.random(), os
 func TestWarmTracebackStartsAtUserCode(t *testing.T) {
 	e, _ := newPooledEngine(t, PoolConfig{Floor: 1, Max: 1, Runtimes: []string{"python3.13"}, Networks: []string{"none"}, IdleAfter: time.Minute})
 	defer e.Close()
-	waitReady(t, e, "python3.13/none/heavy", 1)
+	waitReady(t, e, execapi.PoolKey{Runtime: "python3.13", Network: "none", Variant: "heavy"}, 1)
 	res := run(t, e, execapi.Request{Runtime: "python3.13", Code: "def f():\n    1/0\nf()\n"})
 	if res.ExitCode != 1 || !strings.Contains(res.Stderr, `File "/code/main.py", line 2, in f`) || strings.Contains(res.Stderr, "runpy") {
 		t.Errorf("exit %d stderr %q", res.ExitCode, res.Stderr)
@@ -142,7 +142,7 @@ func TestWarmTracebackStartsAtUserCode(t *testing.T) {
 func TestWarmNode(t *testing.T) {
 	e, _ := newPooledEngine(t, PoolConfig{Floor: 1, Max: 1, Runtimes: []string{"node20"}, Networks: []string{"none"}, IdleAfter: time.Minute})
 	defer e.Close()
-	waitReady(t, e, "node20/none/light", 1)
+	waitReady(t, e, execapi.PoolKey{Runtime: "node20", Network: "none", Variant: "light"}, 1)
 	res := run(t, e, execapi.Request{Runtime: "node20", Env: map[string]string{"K": "v"},
 		Code: "console.log(process.argv[1], process.cwd(), process.env.K, require.main === module, typeof require('fs').readFileSync)"})
 	if res.ExitCode != 0 || res.Stdout != "/code/main.js /tmp v true function\n" {
@@ -158,7 +158,7 @@ func TestWarmFallsBackBelowUsage(t *testing.T) {
 	e, _ := newPooledEngineWith(t, PoolConfig{Floor: 1, Max: 1, Runtimes: []string{"python3.13"}, Networks: []string{"none"}, IdleAfter: time.Minute},
 		func(c *Config) { c.Policy.MinMemoryMB = 16 })
 	defer e.Close()
-	waitReady(t, e, "python3.13/none/heavy", 1)
+	waitReady(t, e, execapi.PoolKey{Runtime: "python3.13", Network: "none", Variant: "heavy"}, 1)
 	time.Sleep(1500 * time.Millisecond) // let the heavy imports finish
 	res := run(t, e, execapi.Request{Runtime: "python3.13", Limits: execapi.Limits{MemoryMB: 20}, Code: "import sys\nprint('numpy' in sys.modules)"})
 	if res.ExitCode != 0 || res.Stdout != "False\n" {
@@ -230,7 +230,7 @@ func TestWarmPythonMatchesCold(t *testing.T) {
 			}
 			req := execapi.Request{Runtime: "python3.13", Code: code, Env: env, ReturnFiles: []string{"/tmp/out.txt"}}
 			want := run(t, cold, req)
-			waitReady(t, warm, "python3.13/none/"+variant, 1)
+			waitReady(t, warm, execapi.PoolKey{Runtime: "python3.13", Network: "none", Variant: variant}, 1)
 			got := run(t, warm, req)
 			if got.ExitCode != want.ExitCode || got.Stdout != want.Stdout || got.Stderr != want.Stderr || got.Files["/tmp/out.txt"] != want.Files["/tmp/out.txt"] {
 				t.Errorf("%s/%s: warm exit %d stdout %q stderr %q files %v\ncold exit %d stdout %q stderr %q files %v", variant, name,

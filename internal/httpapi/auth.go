@@ -91,7 +91,7 @@ func (s *Server) requireKey(next http.Handler) http.Handler {
 			return
 		}
 		if !ok {
-			s.m.rejections.WithLabelValues(reasonUnauthorized).Inc()
+			s.m.rejections.add(reasonUnauthorized)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="scratchrun"`)
 			writeError(w, http.StatusUnauthorized, CodeUnauthorized, errUnauthorized.Error())
 			return

@@ -228,7 +228,7 @@ func (c *Client) send(ctx context.Context, method, target, shown string, body []
 func readError(resp *http.Response) error {
 	e := &APIError{Status: resp.StatusCode, RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())}
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBytes))
-	var doc errorBody
+	var doc ErrorDocument
 	if json.Unmarshal(data, &doc) != nil || doc.Error.Code == "" && doc.Error.Message == "" {
 		e.Code = codeForStatus(resp.StatusCode)
 		e.Message = strings.TrimSpace(http.StatusText(resp.StatusCode) + ": " + truncate(strings.TrimSpace(string(data)), 200))
@@ -251,7 +251,7 @@ func readError(resp *http.Response) error {
 // reasons), the one its 429's code stands for (a 503 it sent may have
 // ended a run that had begun: that stays an *APIError). Retry-After is the
 // header's. Nil when the answer is no refusal.
-func refusalFrom(e *APIError, d errorDetail) *execapi.Refusal {
+func refusalFrom(e *APIError, d ErrorDetail) *execapi.Refusal {
 	reason := execapi.RefusalReason(d.Reason)
 	if reason == "" && e.Status == http.StatusTooManyRequests {
 		switch d.Code {

@@ -14,17 +14,6 @@ import (
 	"github.com/scratchrun/scratchrun/internal/execapi"
 )
 
-func errAtCapacity() error { return execapi.ErrAtCapacity }
-
-func containsAll(s string, parts ...string) bool {
-	for _, p := range parts {
-		if !strings.Contains(s, p) {
-			return false
-		}
-	}
-	return true
-}
-
 func TestValidationFromMessage(t *testing.T) {
 	cases := []struct{ msg, field, rest string }{
 		{"limits.timeout_ms: is 99999; it must be between 1 and 30000", "limits.timeout_ms", "is 99999; it must be between 1 and 30000"},

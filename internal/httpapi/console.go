@@ -3,9 +3,6 @@ package httpapi
 import (
 	"net/http"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
-
 	"github.com/scratchrun/scratchrun/internal/execapi"
 )
 
@@ -35,9 +32,9 @@ type Live struct {
 	// has none of its own, a remote one).
 	Admission *execapi.AdmissionInfo
 	Draining  bool
-	// Pools counts the warm sandboxes ready per "runtime/network[/variant]"
-	// (nil when the service keeps no pool).
-	Pools map[string]int
+	// Pools counts the warm sandboxes ready per pool key (nil when the
+	// service keeps no pool).
+	Pools map[execapi.PoolKey]int
 	// Rejections counts the requests refused before they ran since the
 	// server started, by reason.
 	Rejections map[string]int64
@@ -45,7 +42,7 @@ type Live struct {
 
 // Live reports what the server is doing now.
 func (s *Server) Live() Live {
-	l := Live{InGate: s.gate.calls.count(), Draining: s.drain.isDraining(), Rejections: counterValues(s.m.rejections, "reason")}
+	l := Live{InGate: s.gate.calls.count(), Draining: s.drain.isDraining(), Rejections: s.m.rejections.counts()}
 	if r, ok := s.cfg.Service.(admissionReporter); ok {
 		info := r.Admission()
 		l.Admission = &info
@@ -54,27 +51,4 @@ func (s *Server) Live() Live {
 		l.Pools = ps.PoolStats()
 	}
 	return l
-}
-
-// counterValues reads a counter vector's values by one label, as /metrics
-// shows them.
-func counterValues(vec *prometheus.CounterVec, label string) map[string]int64 {
-	ch := make(chan prometheus.Metric, 64)
-	go func() {
-		vec.Collect(ch)
-		close(ch)
-	}()
-	out := map[string]int64{}
-	for m := range ch {
-		var d dto.Metric
-		if m.Write(&d) != nil || d.Counter == nil {
-			continue
-		}
-		for _, lp := range d.Label {
-			if lp.GetName() == label {
-				out[lp.GetValue()] += int64(d.Counter.GetValue())
-			}
-		}
-	}
-	return out
 }

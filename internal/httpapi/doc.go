@@ -6,7 +6,9 @@
 // (kept in the key store, so that servers sharing it hold them together),
 // the engine's refusals (its admission decides when a call may start)
 // rendered with honest Retry-After answers, usage accounting and graceful
-// draining. The MCP front end is mounted at /mcp behind the same keys and
+// draining. A call's errors are answered in one place (AnswerError: status,
+// error document, Retry-After), which the web console's playground uses
+// too. The MCP front end is mounted at /mcp behind the same keys and
 // limits. Every
 // connection is bounded in time and number (NewBoundedServer, shared with
 // `scratchrun mcp --http`), and every route refuses what a web page could

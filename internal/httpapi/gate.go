@@ -71,7 +71,7 @@ func (g *gate) AdmitSession(ctx context.Context) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, store.ErrNotFound):
-		g.m.rejections.WithLabelValues(reasonUnauthorized).Inc()
+		g.m.rejections.add(reasonUnauthorized)
 		return errUnauthorized
 	case errors.As(err, &limit):
 		return g.refuseCall(ctx, caller, &execapi.Refusal{Reason: execapi.RefusedKeyRate, RetryAfter: limit.RetryAfter, Limit: limit.Max})
@@ -88,14 +88,22 @@ func (g *gate) Describe(ctx context.Context) (execapi.Info, error) { return g.sv
 // waits, counts or runs; a refusal is an *execapi.Refusal; the error of a run
 // that went ahead is the engine's. An engine that takes a Checked
 // (execapi.CheckedExecutor) gets the checked request, not req again.
+//
+// A call the server cancelled because it gave up draining ends in a
+// *shutDownError, which its answer tells apart from other cancellations.
 func (g *gate) Exec(ctx context.Context, req execapi.Request, events execapi.EventSink) (execapi.Result, error) {
+	res, err := g.exec(ctx, req, events)
+	return res, markShutDown(g.runs, err)
+}
+
+func (g *gate) exec(ctx context.Context, req execapi.Request, events execapi.EventSink) (execapi.Result, error) {
 	caller := execapi.CallerFrom(ctx)
 	if g.drain.isDraining() {
 		return execapi.Result{}, g.refuseCall(ctx, caller, &execapi.Refusal{Reason: execapi.RefusedDraining})
 	}
 	checked, err := g.policy.Validate(req)
 	if err != nil {
-		g.m.rejections.WithLabelValues(reasonInvalidRequest).Inc()
+		g.m.rejections.add(reasonInvalidRequest)
 		return execapi.Result{}, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -150,7 +158,7 @@ func (g *gate) Exec(ctx context.Context, req execapi.Request, events execapi.Eve
 			reason = string(refusal.Reason)
 			g.refuseCall(ctx, caller, refusal)
 		} else {
-			g.m.rejections.WithLabelValues(reason).Inc()
+			g.m.rejections.add(reason)
 		}
 		return execapi.Result{}, err
 	}
@@ -193,7 +201,7 @@ func (g *gate) admitKey(ctx context.Context, caller string, bound time.Duration)
 	case err == nil:
 		return permit, nil
 	case errors.Is(err, store.ErrNotFound):
-		g.m.rejections.WithLabelValues(reasonUnauthorized).Inc()
+		g.m.rejections.add(reasonUnauthorized)
 		return nil, errUnauthorized
 	case errors.As(err, &limit):
 		reason := execapi.RefusedKeyRate
@@ -208,7 +216,7 @@ func (g *gate) admitKey(ctx context.Context, caller string, bound time.Duration)
 
 // refuse counts a refusal under its reason and returns it.
 func (g *gate) refuse(r *execapi.Refusal) *execapi.Refusal {
-	g.m.rejections.WithLabelValues(string(r.Reason)).Inc()
+	g.m.rejections.add(string(r.Reason))
 	return r
 }
 

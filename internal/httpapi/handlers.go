@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"mime"
@@ -15,7 +14,7 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 	if !isJSON(r.Header.Get("Content-Type")) {
 		// A browser's form or text/plain POST needs no preflight; the API
 		// takes only what no page can send across origins unasked.
-		s.m.rejections.WithLabelValues(reasonMediaType).Inc()
+		s.m.rejections.add(reasonMediaType)
 		writeError(w, http.StatusUnsupportedMediaType, CodeMediaType,
 			fmt.Sprintf("the body must be JSON sent with Content-Type: application/json, not %q", r.Header.Get("Content-Type")))
 		return
@@ -49,7 +48,7 @@ func (s *Server) decodeExec(w http.ResponseWriter, r *http.Request) (execapi.Req
 			s.tooLarge(w)
 			return execapi.Request{}, false
 		}
-		s.m.rejections.WithLabelValues(reasonInvalidRequest).Inc()
+		s.m.rejections.add(reasonInvalidRequest)
 		writeInvalid(w, err)
 		return execapi.Request{}, false
 	}
@@ -57,38 +56,23 @@ func (s *Server) decodeExec(w http.ResponseWriter, r *http.Request) (execapi.Req
 }
 
 func (s *Server) tooLarge(w http.ResponseWriter) {
-	s.m.rejections.WithLabelValues(reasonBodyTooLarge).Inc()
+	s.m.rejections.add(reasonBodyTooLarge)
 	w.Header().Set("Connection", "close") // the rest of the body is not read
 	writeError(w, http.StatusRequestEntityTooLarge, CodeBodyTooLarge,
 		"the request body is larger than this server's limit of "+formatBytes(s.cfg.MaxBodyBytes))
 }
 
-// writeExecError maps the gate's and the engine's errors to statuses.
+// writeExecError answers the gate's and the engine's errors as every front
+// end does (AnswerError).
 func (s *Server) writeExecError(w http.ResponseWriter, r *http.Request, err error) {
-	var refusal *execapi.Refusal
-	var lost *execapi.WorkerLostError
-	switch {
-	case errors.As(err, &refusal):
-		writeRefusal(w, refusal)
-	case errors.As(err, &lost):
-		// The call was handed on and may have run: no Retry-After, which
-		// would invite a blind retry.
-		s.log.Warn("run lost with its worker", "detail", lost.Detail())
-		writeError(w, http.StatusBadGateway, execapi.CodeWorkerLost, lost.Error())
-	case execapi.IsValidation(err):
-		writeInvalid(w, err)
-	case errors.Is(err, errUnauthorized):
-		writeError(w, http.StatusUnauthorized, CodeUnauthorized, errUnauthorized.Error())
-	case s.runs.Err() != nil && errors.Is(err, context.Canceled):
-		w.Header().Set("Connection", "close")
-		writeError(w, http.StatusServiceUnavailable, execapi.CodeDraining, "the server shut down before the run finished; its sandbox was killed")
-	case r.Context().Err() != nil:
+	a := AnswerError(err)
+	if a.Status == http.StatusInternalServerError && r.Context().Err() != nil {
 		// The client went away; its run was cancelled and nobody reads this.
 		s.log.Debug("client went away during a run", "err", err)
-	default:
-		s.log.Error("run failed", "err", err)
-		writeError(w, http.StatusInternalServerError, execapi.CodeInternal, "the run failed: "+err.Error())
+		return
 	}
+	a.Log(s.log, "run")
+	a.Write(w)
 }
 
 // handleRuntimes is GET /v1/runtimes: the executor's execapi.Info.

@@ -289,9 +289,9 @@ type answer struct {
 	closed bool
 }
 
-func (a answer) errorBody(t *testing.T) errorDetail {
+func (a answer) errorBody(t *testing.T) ErrorDetail {
 	t.Helper()
-	var doc errorBody
+	var doc ErrorDocument
 	if err := json.Unmarshal(a.body, &doc); err != nil || doc.Error.Code == "" || doc.Error.Message == "" {
 		t.Fatalf("status %d: body is not the API's error document: %q (%v)", a.status, a.body, err)
 	}

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,7 +20,7 @@ type metrics struct {
 	runSeconds   *prometheus.HistogramVec // runtime
 	queueSeconds prometheus.Histogram
 	httpSeconds  *prometheus.HistogramVec // route, code
-	rejections   *prometheus.CounterVec
+	rejections   *rejections
 	draining     prometheus.Gauge
 }
 
@@ -29,8 +28,15 @@ type metrics struct {
 var runBuckets = []float64{0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60}
 
 func newMetrics() *metrics {
+	// The reasons a request can be refused for, each exported from the start.
+	reasons := []string{reasonUnauthorized, reasonInvalidRequest, reasonBodyTooLarge, reasonForbidden, reasonMediaType}
+	for _, r := range append(append([]execapi.RefusalReason{}, execapi.AdmissionRefusals...),
+		execapi.RefusedKeyRate, execapi.RefusedKeyConcurrency, execapi.RefusedDraining, execapi.RefusedNoWorkers) {
+		reasons = append(reasons, string(r))
+	}
 	m := &metrics{
-		registry: prometheus.NewRegistry(),
+		registry:   prometheus.NewRegistry(),
+		rejections: newRejections(reasons...),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "scratchrun_runs_total",
 			Help: "Runs finished, by runtime and outcome (success, nonzero_exit, timeout, memory_limit, machine_memory, cancelled, error, worker_lost).",
@@ -50,10 +56,6 @@ func newMetrics() *metrics {
 			Help:    "Latency of HTTP requests, by route and status code.",
 			Buckets: runBuckets,
 		}, []string{"route", "code"}),
-		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "scratchrun_rejections_total",
-			Help: "Requests refused before running, by reason (memory, cpu, at_capacity, queue_full, key_rate, key_concurrency, draining, no_workers, unknown_runtime, unauthorized, invalid_request, body_too_large, forbidden, unsupported_media_type).",
-		}, []string{"reason"}),
 		draining: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "scratchrun_draining",
 			Help: "1 while the server is draining for shutdown.",
@@ -61,28 +63,20 @@ func newMetrics() *metrics {
 	}
 	m.registry.MustRegister(m.runs, m.runSeconds, m.queueSeconds, m.httpSeconds, m.rejections, m.draining,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	// Every reason is exported from the start, so a dashboard sees zeros
-	// rather than missing series.
-	reasons := append(append([]execapi.RefusalReason{}, execapi.AdmissionRefusals...),
-		execapi.RefusedKeyRate, execapi.RefusedKeyConcurrency, execapi.RefusedDraining, execapi.RefusedNoWorkers)
-	for _, r := range reasons {
-		m.rejections.WithLabelValues(string(r))
-	}
-	for _, r := range []string{reasonUnauthorized, reasonInvalidRequest, reasonBodyTooLarge, reasonForbidden, reasonMediaType} {
-		m.rejections.WithLabelValues(r)
-	}
 	return m
 }
 
 // poolStatser is implemented by services with a warm pool (the engine):
-// ready sandboxes per "runtime/network[/variant]".
-type poolStatser interface{ PoolStats() map[string]int }
+// ready sandboxes per pool key.
+type poolStatser interface {
+	PoolStats() map[execapi.PoolKey]int
+}
 
 // poolCollector reports scratchrun_pool_size at scrape time from the
 // service's pool; every installed runtime has a series (0 without a pool).
 type poolCollector struct {
 	desc       *prometheus.Desc
-	stats      func() map[string]int // nil when the service has no pool
+	stats      func() map[execapi.PoolKey]int // nil when the service has no pool
 	runtimes   []string
 	defaultNet string
 }
@@ -107,12 +101,8 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	seen := map[string]bool{}
 	if c.stats != nil {
 		for key, n := range c.stats() {
-			parts := strings.SplitN(key, "/", 3)
-			for len(parts) < 3 {
-				parts = append(parts, "")
-			}
-			seen[parts[0]] = true
-			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), parts[0], parts[1], parts[2])
+			seen[key.Runtime] = true
+			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), key.Runtime, key.Network, key.Variant)
 		}
 	}
 	for _, rt := range c.runtimes {

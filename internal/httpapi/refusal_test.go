@@ -81,7 +81,7 @@ func toolCall(t *testing.T, cs *mcp.ClientSession, code string) (string, bool) {
 // limit and Retry-After as its words say; it returns the words.
 func refusedAs(t *testing.T, a answer, status int, reason execapi.RefusalReason, limit int) string {
 	t.Helper()
-	var doc errorBody
+	var doc ErrorDocument
 	if err := json.Unmarshal(a.body, &doc); err != nil || a.status != status || doc.Error.Reason != string(reason) || doc.Error.Limit != limit {
 		t.Fatalf("want %d with reason %s and limit %d, got %d %s", status, reason, limit, a.status, a.body)
 	}

@@ -179,7 +179,7 @@ func (s *Server) Service() execapi.Service { return s.gate }
 // Every connection is bounded (Config.Conns), and every request must come
 // from where GuardOrigin allows.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	refused := func() { s.m.rejections.WithLabelValues(reasonForbidden).Inc() }
+	refused := func() { s.m.rejections.add(reasonForbidden) }
 	hs, bounded := NewBoundedServer(ln, guardOrigin(s.handler, ln.Addr(), s.cfg.ListenAddr, refused), s.cfg.Conns,
 		slog.NewLogLogger(s.log.Handler(), slog.LevelDebug))
 	served := make(chan error, 1)
