@@ -25,7 +25,7 @@ type gate struct {
 	// checked is svc when it takes checked requests (the engine), else nil.
 	checked execapi.CheckedExecutor
 	policy  execapi.Policy
-	keys    store.Store
+	keys    accounts
 	// limits applies keys' rate and concurrency through the store, so that
 	// they hold across every front end sharing it.
 	limits *store.Limiter

@@ -36,10 +36,11 @@ type Config struct {
 	// (execapi.CheckedExecutor) gets them without validating again.
 	// Required; it must be that engine's own.
 	Policy execapi.Policy
-	// Keys holds API keys, the state of their limits and usage rows.
-	// Required. Servers that share one (a PostgreSQL database, or a SQLite
-	// file on one machine) hold each key to its limits together.
-	Keys store.Store
+	// Keys holds API keys, the state of their limits and usage rows (a
+	// *store.Store). Required. Servers that share one (a PostgreSQL
+	// database, or a SQLite file on one machine) hold each key to its
+	// limits together.
+	Keys KeyStore
 	// MaxBodyBytes bounds a request body (default DefaultMaxBodyBytes).
 	MaxBodyBytes int64
 	// Conns bounds client connections in time and number (zero: defaults).
