@@ -214,15 +214,6 @@ func cookie(r reply, name string) *http.Cookie {
 	return nil
 }
 
-// runConsole runs a request through the gate as the console does, for
-// usage rows.
-func (tc *testConsole) runAs(caller string, req execapi.Request) {
-	tc.t.Helper()
-	if _, err := tc.srv.Service().Exec(execapi.WithCaller(context.Background(), caller), req, nil); err != nil {
-		tc.t.Fatalf("run as %q: %v", caller, err)
-	}
-}
-
 // admittingService is a scripted service that reports an admission of its
 // own, as the engine does.
 type admittingService struct {
