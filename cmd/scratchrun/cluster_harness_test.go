@@ -45,7 +45,7 @@ type testCluster struct {
 	dir     string
 	nats    *natsserver.Cluster
 	db      string
-	keys    store.Store
+	keys    *store.Store
 	ca      string
 	secrets map[string]string // NATS user -> password
 	workers []*workerProcess

@@ -76,7 +76,7 @@ func keysFlagSet(sub string) (*flag.FlagSet, *string) {
 	return fs, db
 }
 
-func openKeys(ctx context.Context, flagValue string) (store.Store, error) {
+func openKeys(ctx context.Context, flagValue string) (*store.Store, error) {
 	return store.Open(ctx, firstNonEmpty(flagValue, os.Getenv("SCRATCHRUN_DB"), defaultDBPath()))
 }
 

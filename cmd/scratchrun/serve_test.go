@@ -300,11 +300,18 @@ func TestKeysDatabaseErrors(t *testing.T) {
 // survivor at once; every run was recorded once, as the local worker's.
 func TestServeFrontEndsShareAPostgresKeyStore(t *testing.T) {
 	testenv.SkipIfShort(t, "drives the built binary, as root, on the installed images")
-	before := leakcheck.Take(leakOpts)
 	db := postgres.Shared(t).NewDatabase(t)
+	// After the shared PostgreSQL server is up: it outlives the test.
+	before := leakcheck.Take(leakOpts)
 	key := createKey(t, db, "shared", "--rate", "600/min", "--concurrency", "1")
 	a := startServe(t, "--db", db)
 	b := startServe(t, "--db", db)
+	// serve's readiness probe runs a sandbox of no key as it starts; once
+	// /readyz has answered it is over, so that the one sandbox in use
+	// awaited below is the key's call, holding its slot.
+	if code, body, err := httpCall(http.MethodGet, a.url+"/readyz", "", ""); code != http.StatusOK {
+		t.Fatalf("readyz of the first front end: %d %s %v", code, body, err)
+	}
 	go httpCall(http.MethodPost, a.url+"/v1/exec", key, `{"runtime": "bash", "code": "sleep 25", "limits": {"timeout_ms": 30000}}`)
 	deadline := time.Now().Add(60 * time.Second)
 	for metricLine(a.url, key, "scratchrun_sandboxes_in_use") != "1" {

@@ -28,8 +28,8 @@ type Config struct {
 	// Token is the operator token that signs in (--console-token); at
 	// least MinTokenLength characters.
 	Token string
-	// Keys is the server's key and usage store.
-	Keys store.Store
+	// Keys is the server's key and usage store (a *store.Store).
+	Keys KeyStore
 	// MaxBodyBytes bounds a playground request (default
 	// httpapi.DefaultMaxBodyBytes, as the API's).
 	MaxBodyBytes int64

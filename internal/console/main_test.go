@@ -52,7 +52,7 @@ func (c *clock) advance(d time.Duration) {
 type testConsole struct {
 	t     *testing.T
 	URL   string
-	keys  store.Store
+	keys  *store.Store
 	fake  *execapitest.Service
 	srv   *httpapi.Server
 	clock *clock

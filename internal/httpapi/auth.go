@@ -30,7 +30,7 @@ func keyFrom(ctx context.Context) *store.Key {
 // never held a key, the server is open (serve only allows that on loopback,
 // or when told to); from the first key on, every request needs an active one.
 type authenticator struct {
-	keys       store.Store
+	keys       keyLookup
 	keysExist  atomic.Bool // once true, stays true: keys are never deleted
 	onFirstKey func()
 }

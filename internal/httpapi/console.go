@@ -8,9 +8,11 @@ import (
 
 // ConsoleCaller is the caller of the runs the web console's playground
 // starts (package console): its usage rows and refusals are recorded under
-// it in place of a key id, and no key's limits apply to it (the operator
-// signed in), while the queue and the sandbox slots do. Key ids start with
-// "key_", so it names no key.
+// it in place of a key id. It is a label only: what spares those runs every
+// key's limits (the operator signed in; the queue and the sandbox slots
+// still apply) is the face of the gate the console is given (Config.Console),
+// not this name, which a call through Server.Service is refused for as for
+// any name that is no key. Key ids start with "key_", so it names no key.
 const ConsoleCaller = "console"
 
 // consoleOff answers /console when the server has no console.

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"sync"
@@ -60,14 +61,30 @@ func TestConsoleRoute(t *testing.T) {
 	}
 }
 
+// startWithConsole starts a server over a scripted service whose console
+// (Config.Console) only keeps the service the server gives it, which it
+// returns: the gate as the console's playground runs through it.
+func startWithConsole(t *testing.T) (*testServer, execapi.Service) {
+	t.Helper()
+	var console execapi.Service
+	ts := startServer(t, serverOptions{fake: scripted(), console: func(svc execapi.Service, _ func() Live) http.Handler {
+		console = svc
+		return http.NotFoundHandler()
+	}})
+	if console == nil {
+		t.Fatal("the server built no console")
+	}
+	return ts, console
+}
+
 // The console's runs go through the gate under ConsoleCaller: no key's
 // limits (there is none), but the usage row names the console.
 func TestConsoleCallerRuns(t *testing.T) {
-	ts := startServer(t, serverOptions{fake: scripted()})
+	ts, console := startWithConsole(t)
 	ts.key("someone", 60, 2) // the server is closed: every API call needs a key
 	ctx := execapi.WithCaller(context.Background(), ConsoleCaller)
 	for range 3 {
-		res, err := ts.srv.Service().Exec(ctx, execapi.Request{Runtime: "bash", Code: "echo hi"}, nil)
+		res, err := console.Exec(ctx, execapi.Request{Runtime: "bash", Code: "echo hi"}, nil)
 		if err != nil || res.Stdout != "hi\n" {
 			t.Fatalf("console run: %+v, %v", res, err)
 		}
@@ -79,6 +96,48 @@ func TestConsoleCallerRuns(t *testing.T) {
 	// Any other caller that is no key is refused, as before.
 	if _, err := ts.srv.Service().Exec(execapi.WithCaller(context.Background(), "consolE"), execapi.Request{Runtime: "bash", Code: "true"}, nil); err == nil {
 		t.Error("a caller that is no key ran")
+	}
+}
+
+// What spares the console's runs every key's limits is the face of the
+// gate the console is given, not the caller's name: through Server.Service
+// (as the MCP front end holds it) a call that names ConsoleCaller is
+// refused, as any name that is no key is, and so is opening an MCP session
+// under it; before, both went through without any key's limits. Over the
+// API no request can name it (its caller is its key's id), so a key
+// named "console" is counted against as any key is; and the console's face
+// records its runs under ConsoleCaller, against no key, whatever key the
+// context names.
+func TestConsoleCallerNameIsNoBypass(t *testing.T) {
+	ts, console := startWithConsole(t)
+	k, secret := ts.key(ConsoleCaller, 1, 1)
+	bg := context.Background()
+	named := execapi.WithCaller(bg, ConsoleCaller)
+	if _, err := ts.srv.Service().Exec(named, execapi.Request{Runtime: "bash", Code: "true"}, nil); !errors.Is(err, errUnauthorized) {
+		t.Errorf("a call through the service naming the console: %v, want %v", err, errUnauthorized)
+	}
+	if err := ts.srv.gate.AdmitSession(named); !errors.Is(err, errUnauthorized) {
+		t.Errorf("a session through the service naming the console: %v, want %v", err, errUnauthorized)
+	}
+
+	if a := ts.post(secret, `{"runtime":"bash","code":"true"}`); a.status != http.StatusOK {
+		t.Fatalf("the key named console, first call: %d %s", a.status, a.body)
+	}
+	if a := ts.post(secret, `{"runtime":"bash","code":"true"}`); a.status != http.StatusTooManyRequests {
+		t.Errorf("the key named console, over its rate of 1: %d %s", a.status, a.body)
+	}
+
+	asKey := execapi.WithCaller(bg, k.ID)
+	for range 2 {
+		if _, err := console.Exec(asKey, execapi.Request{Runtime: "bash", Code: "true"}, nil); err != nil {
+			t.Fatalf("the console's run, its context naming a key at its rate: %v", err)
+		}
+	}
+	if rows, err := ts.keys.ListUsage(bg, store.UsageFilter{KeyIDs: []string{ConsoleCaller}}); err != nil || len(rows) != 2 {
+		t.Errorf("the console's usage: %+v, %v; want its 2 runs", rows, err)
+	}
+	if rows, err := ts.keys.ListUsage(bg, store.UsageFilter{KeyIDs: []string{k.ID}}); err != nil || len(rows) != 1 {
+		t.Errorf("the key's usage: %+v, %v; want its 1 run over the API", rows, err)
 	}
 }
 

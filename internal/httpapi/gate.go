@@ -25,7 +25,7 @@ type gate struct {
 	// checked is svc when it takes checked requests (the engine), else nil.
 	checked execapi.CheckedExecutor
 	policy  execapi.Policy
-	keys    store.Store
+	keys    accounts
 	// limits applies keys' rate and concurrency through the store, so that
 	// they hold across every front end sharing it.
 	limits *store.Limiter
@@ -62,9 +62,6 @@ func (g *gate) AdmitSession(ctx context.Context) error {
 	if g.drain.isDraining() {
 		return g.refuseCall(ctx, caller, &execapi.Refusal{Reason: execapi.RefusedDraining})
 	}
-	if caller == ConsoleCaller {
-		return nil
-	}
 	err := g.limits.Spend(ctx, caller)
 	var limit *store.LimitError
 	switch {
@@ -92,11 +89,18 @@ func (g *gate) Describe(ctx context.Context) (execapi.Info, error) { return g.sv
 // A call the server cancelled because it gave up draining ends in a
 // *shutDownError, which its answer tells apart from other cancellations.
 func (g *gate) Exec(ctx context.Context, req execapi.Request, events execapi.EventSink) (execapi.Result, error) {
-	res, err := g.exec(ctx, req, events)
+	return g.execAs(ctx, req, events, payerKey)
+}
+
+// execAs is Exec for a call whose limits are payer's; a call the server
+// cancelled because it gave up draining ends in a *shutDownError.
+func (g *gate) execAs(ctx context.Context, req execapi.Request, events execapi.EventSink, payer payer) (execapi.Result, error) {
+	res, err := g.exec(ctx, req, events, payer)
 	return res, markShutDown(g.runs, err)
 }
 
-func (g *gate) exec(ctx context.Context, req execapi.Request, events execapi.EventSink) (execapi.Result, error) {
+// exec is Exec for a call whose limits are payer's.
+func (g *gate) exec(ctx context.Context, req execapi.Request, events execapi.EventSink, payer payer) (execapi.Result, error) {
 	caller := execapi.CallerFrom(ctx)
 	if g.drain.isDraining() {
 		return execapi.Result{}, g.refuseCall(ctx, caller, &execapi.Refusal{Reason: execapi.RefusedDraining})
@@ -111,7 +115,7 @@ func (g *gate) exec(ctx context.Context, req execapi.Request, events execapi.Eve
 	defer context.AfterFunc(g.runs, cancel)()
 	// The key's slot is held from before the queue until the run ends: the
 	// longest that can be is the queue wait, the timeout and teardown.
-	permit, err := g.admitKey(ctx, caller, g.queueWait+checked.Timeout+teardownAllowance)
+	permit, err := g.admitKey(ctx, caller, payer, g.queueWait+checked.Timeout+teardownAllowance)
 	if err != nil {
 		return execapi.Result{}, err
 	}
@@ -187,12 +191,10 @@ func (g *gate) exec(ctx context.Context, req execapi.Request, events execapi.Eve
 // stops at once (also on MCP sessions opened before it was revoked) on
 // every front end, and takes a token of its rate and a slot of its
 // concurrency in the key store, which every front end sharing the store
-// counts together. No caller (a server without keys) has no limits and a
-// nil permit.
-func (g *gate) admitKey(ctx context.Context, caller string, bound time.Duration) (*store.Permit, error) {
-	if caller == ConsoleCaller {
-		// The operator, signed in to the console: no key, so no key's
-		// limits; the queue and the sandbox slots still apply.
+// counts together. No caller (a server without keys) and the operator
+// (payerOperator) have no limits and a nil permit.
+func (g *gate) admitKey(ctx context.Context, caller string, payer payer, bound time.Duration) (*store.Permit, error) {
+	if payer == payerOperator {
 		return nil, nil
 	}
 	permit, err := g.limits.Admit(ctx, caller, bound)

@@ -136,7 +136,7 @@ type serverOptions struct {
 	backend *sandboxtest.Backend
 	// keys, when set, wraps the key database the server is given (the
 	// test's own view, testServer.keys, stays the database itself).
-	keys func(store.Store) store.Store
+	keys func(*store.Store) KeyStore
 	// recordTimeout is Config.RecordTimeout.
 	recordTimeout time.Duration
 	// log receives the server's logs (Config.Logger).
@@ -151,7 +151,7 @@ type testServer struct {
 	fake    *execapitest.Service
 	backend *sandboxtest.Backend
 	srv     *Server
-	keys    store.Store
+	keys    *store.Store
 	dbPath  string
 	// metricsURL serves the metrics without a key, as --metrics-addr does.
 	metricsURL string

@@ -18,7 +18,7 @@ import (
 // their context ends, as they do on a PostgreSQL server that stopped
 // answering; everything else is the real database.
 type hungWrites struct {
-	store.Store
+	KeyStore
 	usage, refusals atomic.Int64
 }
 
@@ -61,7 +61,7 @@ func TestHungKeyStoreWritesDoNotPinHandlers(t *testing.T) {
 	logs := &syncBuffer{}
 	ts := startServer(t, serverOptions{
 		fake: scripted(), recordTimeout: 50 * time.Millisecond,
-		keys: func(s store.Store) store.Store { hung.Store = s; return hung },
+		keys: func(s *store.Store) KeyStore { hung.KeyStore = s; return hung },
 		log:  slog.New(slog.NewTextHandler(logs, nil)),
 	})
 	_, key := ts.key("hung", 1, 1)

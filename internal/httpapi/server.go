@@ -36,10 +36,11 @@ type Config struct {
 	// (execapi.CheckedExecutor) gets them without validating again.
 	// Required; it must be that engine's own.
 	Policy execapi.Policy
-	// Keys holds API keys, the state of their limits and usage rows.
-	// Required. Servers that share one (a PostgreSQL database, or a SQLite
-	// file on one machine) hold each key to its limits together.
-	Keys store.Store
+	// Keys holds API keys, the state of their limits and usage rows (a
+	// *store.Store). Required. Servers that share one (a PostgreSQL
+	// database, or a SQLite file on one machine) hold each key to its
+	// limits together.
+	Keys KeyStore
 	// MaxBodyBytes bounds a request body (default DefaultMaxBodyBytes).
 	MaxBodyBytes int64
 	// Conns bounds client connections in time and number (zero: defaults).
@@ -63,8 +64,8 @@ type Config struct {
 	MCP func(svc execapi.Service) http.Handler
 	// Console, when set, builds the web console (package console) over the
 	// service it is given (which applies admission and accounting: its
-	// runs are recorded under ConsoleCaller) and the server's live
-	// figures; it is mounted at /console and below, outside the API keys
+	// runs are the operator's, counted against no key and recorded under
+	// ConsoleCaller) and the server's live figures; it is mounted at /console and below, outside the API keys
 	// (it has a sign-in of its own) but behind GuardOrigin as every route
 	// is. Unset, /console answers 404 saying how to turn it on.
 	Console func(svc execapi.Service, live func() Live) http.Handler
@@ -270,7 +271,7 @@ func (s *Server) routes() http.Handler {
 	}
 	console := consoleOff()
 	if s.cfg.Console != nil {
-		console = s.cfg.Console(s.gate, s.Live)
+		console = s.cfg.Console(operatorGate{s.gate}, s.Live)
 	}
 	mux.Handle("/console", s.m.instrument("/console", console))
 	mux.Handle("/console/", s.m.instrument("/console", console))

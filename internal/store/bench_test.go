@@ -13,7 +13,7 @@ import (
 // RecordUsage per run with a key.
 
 func BenchmarkAuthenticate(b *testing.B) {
-	eachBackendB(b, func(b *testing.B, s Store) {
+	eachBackendB(b, func(b *testing.B, s *Store) {
 		_, secret, _ := s.CreateKey(context.Background(), NewKey{Name: "b", RatePerMin: 1, Concurrency: 1})
 		for b.Loop() {
 			if _, err := s.Authenticate(context.Background(), secret); err != nil {
@@ -24,7 +24,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 }
 
 func BenchmarkAdmitRelease(b *testing.B) {
-	eachBackendB(b, func(b *testing.B, s Store) {
+	eachBackendB(b, func(b *testing.B, s *Store) {
 		k, _, _ := s.CreateKey(context.Background(), NewKey{Name: "b", RatePerMin: 1 << 30, Concurrency: 1})
 		for b.Loop() {
 			lease, err := s.Admit(context.Background(), k.ID, time.Second)
@@ -39,7 +39,7 @@ func BenchmarkAdmitRelease(b *testing.B) {
 }
 
 func BenchmarkRecordUsage(b *testing.B) {
-	eachBackendB(b, func(b *testing.B, s Store) {
+	eachBackendB(b, func(b *testing.B, s *Store) {
 		u := Usage{KeyID: "key_x", Runtime: "bash", Started: time.Now(), Duration: time.Second, Outcome: "success"}
 		for b.Loop() {
 			if err := s.RecordUsage(context.Background(), u); err != nil {
@@ -49,7 +49,7 @@ func BenchmarkRecordUsage(b *testing.B) {
 	})
 }
 
-func eachBackendB(b *testing.B, f func(b *testing.B, s Store)) {
+func eachBackendB(b *testing.B, f func(b *testing.B, s *Store)) {
 	b.Run("sqlite", func(b *testing.B) {
 		f(b, openB(b, filepath.Join(b.TempDir(), "keys.db")))
 	})
@@ -58,7 +58,7 @@ func eachBackendB(b *testing.B, f func(b *testing.B, s Store)) {
 	})
 }
 
-func openB(b *testing.B, dsn string) Store {
+func openB(b *testing.B, dsn string) *Store {
 	b.Helper()
 	s, err := Open(context.Background(), dsn)
 	if err != nil {

@@ -1,10 +1,13 @@
 // Package store keeps ScratchRun's API keys, the state of their limits and
-// the usage records, behind one interface (Store) with two implementations:
-// an embedded SQLite file (pure Go, modernc.org/sqlite; the single-machine
-// default), in WAL mode so that servers and the `scratchrun keys` commands
-// can use it at the same time, and a PostgreSQL database (pgx), which front
-// ends on many machines share. Both run the same SQL (sqlStore) over a
-// dialect that supplies what differs, and one test suite runs against both.
+// the usage records in one of two databases, behind one concrete type
+// (Store): an embedded SQLite file (pure Go, modernc.org/sqlite; the
+// single-machine default), in WAL mode so that servers and the `scratchrun
+// keys` commands can use it at the same time, or a PostgreSQL database
+// (pgx), which front ends on many machines share. Both run the same SQL
+// over a dialect that supplies what differs, and one test suite runs
+// against both. The package declares no interface of the whole store:
+// each consumer declares the few methods it uses (a Limiter's Leases,
+// httpapi.KeyStore, console.KeyStore), and its tests fake only those.
 //
 // A key's rate and concurrency hold across every process that shares the
 // database: the rate is a token bucket (one row per key, updated in the

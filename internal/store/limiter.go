@@ -15,12 +15,24 @@ const (
 	releaseWait   = 10 * time.Second
 )
 
+// Leases is what a Limiter needs of the store: the four steps of a key's
+// limits, each one transaction (see Store.Admit, Store.Spend, Store.Renew
+// and Store.Release). *Store is one.
+type Leases interface {
+	Admit(ctx context.Context, keyID string, expect time.Duration) (Lease, error)
+	Spend(ctx context.Context, keyID string) error
+	Renew(ctx context.Context, leaseIDs []int64) ([]int64, error)
+	Release(ctx context.Context, lease Lease, refund bool) error
+}
+
+var _ Leases = (*Store)(nil)
+
 // Limiter applies keys' limits for one front end: it admits calls through
 // the store (Store.Admit), renews the leases of its calls in flight every
 // RenewEvery while it has any, and releases them when the calls end. A
 // process that dies stops renewing, and its leases expire within LeaseTTL.
 type Limiter struct {
-	st  Store
+	st  Leases
 	log *slog.Logger
 
 	mu       sync.Mutex
@@ -31,7 +43,7 @@ type Limiter struct {
 
 // NewLimiter returns a Limiter over st; log (nil: discard) hears of leases
 // that could not be renewed or released.
-func NewLimiter(st Store, log *slog.Logger) *Limiter {
+func NewLimiter(st Leases, log *slog.Logger) *Limiter {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}

@@ -28,7 +28,7 @@ func TestRateSharedAcrossHandles(t *testing.T) {
 		k, _, _ := s1.CreateKey(ctx, NewKey{Name: "three", RatePerMin: 3, Concurrency: 10})
 		other, _, _ := s1.CreateKey(ctx, NewKey{Name: "other", RatePerMin: 1, Concurrency: 1})
 		var last Lease
-		for i, s := range []Store{s1, s2, s1} {
+		for i, s := range []*Store{s1, s2, s1} {
 			lease, err := s.Admit(ctx, k.ID, time.Second)
 			if err != nil {
 				t.Fatalf("call %d within the rate: %v", i, err)
@@ -60,10 +60,10 @@ func TestRateSharedAcrossHandles(t *testing.T) {
 func TestConcurrencySharedAcrossHandles(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		ctx := context.Background()
-		handles := []Store{b.open(t), b.open(t), b.open(t)}
+		handles := []*Store{b.open(t), b.open(t), b.open(t)}
 		k, _, _ := handles[0].CreateKey(ctx, NewKey{Name: "two", RatePerMin: 1 << 20, Concurrency: 2})
 		var inFlight, most, refused atomic.Int64
-		atOnce(t, 12, handles, func(_ int, s Store) error {
+		atOnce(t, 12, handles, func(_ int, s *Store) error {
 			for range 4 {
 				var lease Lease
 				for {
@@ -119,7 +119,7 @@ func TestConcurrencyRetryAfterAndRevoke(t *testing.T) {
 		if _, err := s2.Revoke(ctx, k.Name); err != nil {
 			t.Fatal(err)
 		}
-		for i, s := range []Store{s1, s2} {
+		for i, s := range []*Store{s1, s2} {
 			if _, err := s.Admit(ctx, k.ID, time.Second); !errors.Is(err, ErrNotFound) {
 				t.Errorf("handle %d admits a revoked key: %v", i, err)
 			}
@@ -128,7 +128,7 @@ func TestConcurrencyRetryAfterAndRevoke(t *testing.T) {
 			t.Errorf("an unknown key: %v", err)
 		}
 		var leases int
-		if err := s1.(*sqlStore).db.queryRow(ctx, `SELECT COUNT(*) FROM leases WHERE key_id = ?`, k.ID).Scan(&leases); err != nil || leases != 0 {
+		if err := s1.db.queryRow(ctx, `SELECT COUNT(*) FROM leases WHERE key_id = ?`, k.ID).Scan(&leases); err != nil || leases != 0 {
 			t.Errorf("%d leases of a revoked key, %v", leases, err)
 		}
 	})

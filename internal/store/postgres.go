@@ -36,7 +36,7 @@ const connectTimeout = 10 * time.Second
 
 // openPostgres connects to the PostgreSQL database at url (a pool of
 // connections) and brings its schema up to date.
-func openPostgres(ctx context.Context, url string) (*sqlStore, error) {
+func openPostgres(ctx context.Context, url string) (*Store, error) {
 	where := Redact(url)
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -54,7 +54,7 @@ func openPostgres(ctx context.Context, url string) (*sqlStore, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open key store %s: %w", where, err)
 	}
-	s := &sqlStore{db: pgDB{pgConn{pool}, pool}, d: postgresDialect, location: where}
+	s := &Store{db: pgDB{pgConn{pool}, pool}, d: postgresDialect, location: where}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open key store %s: %w", where, err)

@@ -8,7 +8,9 @@ import (
 	"time"
 )
 
-func (s *sqlStore) CreateKey(ctx context.Context, nk NewKey) (Key, string, error) {
+// CreateKey makes a new key and returns it with its secret, which is
+// never stored and cannot be shown again.
+func (s *Store) CreateKey(ctx context.Context, nk NewKey) (Key, string, error) {
 	if err := nk.check(); err != nil {
 		return Key{}, "", err
 	}
@@ -35,7 +37,10 @@ func (s *sqlStore) CreateKey(ctx context.Context, nk NewKey) (Key, string, error
 	return k, secret, nil
 }
 
-func (s *sqlStore) Authenticate(ctx context.Context, secret string) (Key, error) {
+// Authenticate returns the active key whose secret this is. Any failure
+// to match (malformed, unknown, revoked) is ErrNotFound, so callers
+// cannot tell them apart and neither can their clients.
+func (s *Store) Authenticate(ctx context.Context, secret string) (Key, error) {
 	if !plausibleSecret(secret) {
 		return Key{}, ErrNotFound
 	}
@@ -46,11 +51,14 @@ func (s *sqlStore) Authenticate(ctx context.Context, secret string) (Key, error)
 	return k, err
 }
 
-func (s *sqlStore) KeyByID(ctx context.Context, id string) (Key, error) {
+// KeyByID returns the key with this id, revoked or not.
+func (s *Store) KeyByID(ctx context.Context, id string) (Key, error) {
 	return queryKey(ctx, s.db, `WHERE id = ?`, id)
 }
 
-func (s *sqlStore) ActiveKey(ctx context.Context, idOrName string) (Key, error) {
+// ActiveKey returns the active key with this id or, failing that, this
+// name.
+func (s *Store) ActiveKey(ctx context.Context, idOrName string) (Key, error) {
 	return activeKey(ctx, s.db, idOrName, "")
 }
 
@@ -67,7 +75,9 @@ func activeKey(ctx context.Context, c conn, idOrName, lock string) (Key, error) 
 	return k, err
 }
 
-func (s *sqlStore) Revoke(ctx context.Context, idOrName string) (Key, error) {
+// Revoke revokes the active key with this id or name, at once: the next
+// request that presents it is refused, by every front end.
+func (s *Store) Revoke(ctx context.Context, idOrName string) (Key, error) {
 	var k Key
 	err := s.db.inTx(ctx, func(c conn) error {
 		var err error
@@ -97,7 +107,9 @@ func (s *sqlStore) Revoke(ctx context.Context, idOrName string) (Key, error) {
 	return k, nil
 }
 
-func (s *sqlStore) SetLimits(ctx context.Context, idOrName string, change LimitChange) (Key, error) {
+// SetLimits changes the limits of the active key with this id or name;
+// a zero field keeps its value. Calls admitted already keep running.
+func (s *Store) SetLimits(ctx context.Context, idOrName string, change LimitChange) (Key, error) {
 	if err := change.check(false); err != nil {
 		return Key{}, err
 	}
@@ -124,7 +136,8 @@ func (s *sqlStore) SetLimits(ctx context.Context, idOrName string, change LimitC
 	return k, nil
 }
 
-func (s *sqlStore) ListKeys(ctx context.Context) ([]Key, error) {
+// ListKeys returns every key, oldest first.
+func (s *Store) ListKeys(ctx context.Context) ([]Key, error) {
 	rs, err := s.db.query(ctx, `SELECT `+keyColumns+` FROM keys ORDER BY created_ms, id`)
 	if err != nil {
 		return nil, fmt.Errorf("list keys: %w", err)
@@ -144,7 +157,9 @@ func (s *sqlStore) ListKeys(ctx context.Context) ([]Key, error) {
 	return out, nil
 }
 
-func (s *sqlStore) HasKeys(ctx context.Context) (bool, error) {
+// HasKeys reports whether any key was ever created (revoked ones count:
+// a server whose keys were all revoked must stay closed, not fall open).
+func (s *Store) HasKeys(ctx context.Context) (bool, error) {
 	var n int64
 	if err := s.db.queryRow(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM keys LIMIT 1) AS any_key`).Scan(&n); err != nil {
 		return false, fmt.Errorf("count keys: %w", err)

@@ -8,7 +8,15 @@ import (
 	"time"
 )
 
-func (s *sqlStore) Admit(ctx context.Context, keyID string, expect time.Duration) (Lease, error) {
+// Admit lets one call of an active key start, in one transaction, if the
+// key is within its limits across every process sharing the database:
+// it spends a token of the key's rate and takes a lease on one of its
+// concurrency slots, which expires LeaseTTL from now unless renewed.
+// expect is how long the call is expected to hold the slot (it feeds
+// the Retry-After of the key's next refusal). A key that does not exist
+// or is revoked is ErrNotFound; one at a limit, a *LimitError. Use a
+// Limiter rather than calling this directly: it renews the lease.
+func (s *Store) Admit(ctx context.Context, keyID string, expect time.Duration) (Lease, error) {
 	var lease Lease
 	err := s.db.inTx(ctx, func(c conn) error {
 		k, err := s.lockActiveKey(ctx, c, keyID)
@@ -60,7 +68,12 @@ func (s *sqlStore) Admit(ctx context.Context, keyID string, expect time.Duration
 	return lease, nil
 }
 
-func (s *sqlStore) Spend(ctx context.Context, keyID string) error {
+// Spend spends one token of an active key's rate, in one transaction,
+// and takes no concurrency slot: for what counts against the key's
+// rate without being a call in flight (opening an MCP session). A key
+// that does not exist or is revoked is ErrNotFound; one whose rate is
+// used up, a *LimitError. Use Limiter.Spend for its Retry-After.
+func (s *Store) Spend(ctx context.Context, keyID string) error {
 	return s.db.inTx(ctx, func(c conn) error {
 		// Under the key's lock, as Admit spends, so that neither overwrites
 		// the other's bucket.
@@ -87,7 +100,7 @@ func (s *sqlStore) Spend(ctx context.Context, keyID string) error {
 // lockActiveKey reads key keyID and locks its row until the end of c's
 // transaction: every admission and spending of one key, on every front end,
 // takes its turn; other keys are not held up. A revoked key is ErrNotFound.
-func (s *sqlStore) lockActiveKey(ctx context.Context, c conn, keyID string) (Key, error) {
+func (s *Store) lockActiveKey(ctx context.Context, c conn, keyID string) (Key, error) {
 	k, err := queryKey(ctx, c, `WHERE id = ?`+s.d.lockRow, keyID)
 	if err != nil {
 		return Key{}, err
@@ -123,7 +136,9 @@ func writeBucket(ctx context.Context, c conn, keyID string, b bucket) error {
 	return nil
 }
 
-func (s *sqlStore) Renew(ctx context.Context, leaseIDs []int64) ([]int64, error) {
+// Renew extends the given leases to LeaseTTL from now and returns those
+// it found (a lease missing here expired and its slot may be in use).
+func (s *Store) Renew(ctx context.Context, leaseIDs []int64) ([]int64, error) {
 	if len(leaseIDs) == 0 {
 		return nil, nil
 	}
@@ -150,7 +165,9 @@ func (s *sqlStore) Renew(ctx context.Context, leaseIDs []int64) ([]int64, error)
 	return renewed, nil
 }
 
-func (s *sqlStore) Release(ctx context.Context, lease Lease, refund bool) error {
+// Release ends a lease; refund gives its rate token back too, for a
+// call that was admitted and then did not run.
+func (s *Store) Release(ctx context.Context, lease Lease, refund bool) error {
 	if !refund {
 		// One statement, the common case: a call that ran.
 		if _, err := s.db.exec(ctx, `DELETE FROM leases WHERE id = ?`, lease.ID); err != nil {

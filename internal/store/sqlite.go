@@ -31,7 +31,7 @@ var sqliteDialect = dialect{
 
 // openSQLite opens (creating it and its directory when missing) the SQLite
 // file at path and brings its schema up to date.
-func openSQLite(ctx context.Context, path string) (*sqlStore, error) {
+func openSQLite(ctx context.Context, path string) (*Store, error) {
 	if strings.ContainsAny(path, "?#") {
 		return nil, fmt.Errorf("open key store %s: the path may not contain '?' or '#'", path)
 	}
@@ -54,7 +54,7 @@ func openSQLite(ctx context.Context, path string) (*sqlStore, error) {
 		db.Close()
 		return nil, fmt.Errorf("open key store %s: %w", path, err)
 	}
-	s := &sqlStore{db: sqliteDB{sqliteConn{db}, db}, d: sqliteDialect, location: path}
+	s := &Store{db: sqliteDB{sqliteConn{db}, db}, d: sqliteDialect, location: path}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open key store %s: %w", path, err)

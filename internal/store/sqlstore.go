@@ -9,10 +9,17 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// sqlStore is the Store of both databases: the SQL is written once, with
-// '?' placeholders, over a database (the driver's adapter) and a dialect
-// (what the two databases spell differently).
-type sqlStore struct {
+// Store is an open key and usage database (Open). It is safe for concurrent
+// use, and other processes (on this machine for SQLite, anywhere for
+// PostgreSQL) may use the same database at the same time.
+//
+// It is one type for both databases: the SQL is written once, with '?'
+// placeholders, over a database (the driver's adapter) and a dialect (what
+// the two databases spell differently). Its consumers each declare the few
+// methods they use as an interface of their own (httpapi.KeyStore,
+// console.KeyStore, Limiter's Leases), so that their tests can fake just
+// those.
+type Store struct {
 	db       database
 	d        dialect
 	location string
@@ -73,7 +80,7 @@ func isNoRows(err error) bool {
 // migrate brings the schema to the latest version in one transaction, so
 // that two processes opening a new database at once cannot both apply a
 // migration, and refuses a database a newer binary has migrated.
-func (s *sqlStore) migrate(ctx context.Context) error {
+func (s *Store) migrate(ctx context.Context) error {
 	return s.db.inTx(ctx, func(c conn) error {
 		if s.d.lockMigrations != "" {
 			if _, err := c.exec(ctx, s.d.lockMigrations); err != nil {
@@ -110,12 +117,15 @@ func (s *sqlStore) migrate(ctx context.Context) error {
 }
 
 // schemaVersion is the version the database's schema is at.
-func (s *sqlStore) schemaVersion(ctx context.Context) (int, error) {
+func (s *Store) schemaVersion(ctx context.Context) (int, error) {
 	var v int
 	err := s.db.queryRow(ctx, `SELECT version FROM schema_version`).Scan(&v)
 	return v, err
 }
 
-func (s *sqlStore) Location() string { return s.location }
+// Location names the database for messages: the file's path, or the
+// URL without its password.
+func (s *Store) Location() string { return s.location }
 
-func (s *sqlStore) Close() error { return s.db.close() }
+// Close closes the database.
+func (s *Store) Close() error { return s.db.close() }

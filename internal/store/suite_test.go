@@ -39,14 +39,14 @@ type backend struct {
 	dsn string
 	// onDisk returns the files that hold the database's data, after
 	// making the database write everything there.
-	onDisk func(t *testing.T, s Store) []string
+	onDisk func(t *testing.T, s *Store) []string
 	// exec runs one statement outside the Store (to age a database, or
 	// make it look newer).
 	exec func(t *testing.T, sql string)
 }
 
 // open opens a handle on the backend's database, closed when t ends.
-func (b backend) open(t *testing.T) Store {
+func (b backend) open(t *testing.T) *Store {
 	t.Helper()
 	s, err := Open(context.Background(), b.dsn)
 	if err != nil {
@@ -59,7 +59,7 @@ func (b backend) open(t *testing.T) Store {
 // atOnce runs call(i, st) for i from 0 to n-1, all at once, each on one of
 // handles in turn (st = handles[i%len(handles)]: front ends sharing the
 // database), and fails t on any error.
-func atOnce(t *testing.T, n int, handles []Store, call func(i int, st Store) error) {
+func atOnce(t *testing.T, n int, handles []*Store, call func(i int, st *Store) error) {
 	t.Helper()
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -89,8 +89,8 @@ func sqliteBackend(t *testing.T) backend {
 	path := filepath.Join(t.TempDir(), "sub", "keys.db")
 	return backend{
 		name: "sqlite", dsn: path,
-		onDisk: func(t *testing.T, s Store) []string {
-			if _, err := s.(*sqlStore).db.exec(context.Background(), `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+		onDisk: func(t *testing.T, s *Store) []string {
+			if _, err := s.db.exec(context.Background(), `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
 				t.Fatal(err)
 			}
 			return []string{path, path + "-wal"}
@@ -110,8 +110,8 @@ func postgresBackend(t *testing.T) backend {
 	url := cluster.NewDatabase(t)
 	return backend{
 		name: "postgres", dsn: url,
-		onDisk: func(t *testing.T, s Store) []string {
-			if _, err := s.(*sqlStore).db.exec(context.Background(), `CHECKPOINT`); err != nil {
+		onDisk: func(t *testing.T, s *Store) []string {
+			if _, err := s.db.exec(context.Background(), `CHECKPOINT`); err != nil {
 				t.Fatal(err)
 			}
 			var files []string
@@ -296,7 +296,7 @@ func TestUsageConcurrentAndSummaries(t *testing.T) {
 		ctx := context.Background()
 		s, other := b.open(t), b.open(t)
 		base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
-		atOnce(t, 200, []Store{s, other}, func(i int, st Store) error {
+		atOnce(t, 200, []*Store{s, other}, func(i int, st *Store) error {
 			worker := fmt.Sprintf("w%d", i%4)
 			if i%4 == 0 {
 				worker = "" // recorded as local
@@ -372,7 +372,7 @@ func TestMigrations(t *testing.T) {
 		ctx := context.Background()
 		s := b.open(t)
 		want := len(sqliteMigrations)
-		if v, err := s.(*sqlStore).schemaVersion(ctx); err != nil || v != want {
+		if v, err := s.schemaVersion(ctx); err != nil || v != want {
 			t.Errorf("schema version %d, %v; want %d", v, err, want)
 		}
 		k, _, err := s.CreateKey(ctx, NewKey{Name: "kept", RatePerMin: 1, Concurrency: 1})
@@ -417,7 +417,7 @@ func TestMigrations(t *testing.T) {
 			}
 			var rows int
 			s := b.open(t)
-			if err := s.(*sqlStore).db.queryRow(context.Background(), `SELECT COUNT(*) FROM schema_version`).Scan(&rows); err != nil || rows != 1 {
+			if err := s.db.queryRow(context.Background(), `SELECT COUNT(*) FROM schema_version`).Scan(&rows); err != nil || rows != 1 {
 				t.Errorf("schema_version has %d rows, %v", rows, err)
 			}
 		})
@@ -441,7 +441,7 @@ func TestMigrationFromVersionOne(t *testing.T) {
 			INSERT INTO keys (id, name, hash, prefix, rate_per_min, concurrency, created_ms) VALUES ('key_old', 'old', 'h', 'sr_live_oldx', 5, 1, 1700000000000);
 			INSERT INTO usage (key_id, runtime, started_ms, duration_ms, exit_code, outcome, bytes_in, bytes_out) VALUES ('key_old', 'bash', 1700000000000, 12, 0, 'success', 3, 4)`)
 		s := b.open(t)
-		if v, _ := s.(*sqlStore).schemaVersion(ctx); v != len(sqliteMigrations) {
+		if v, _ := s.schemaVersion(ctx); v != len(sqliteMigrations) {
 			t.Errorf("schema version %d after migrating", v)
 		}
 		rows, err := s.ListUsage(ctx, UsageFilter{})
@@ -460,7 +460,7 @@ func TestSQLiteFile(t *testing.T) {
 	b := sqliteBackend(t)
 	s := b.open(t)
 	var mode string
-	if err := s.(*sqlStore).db.queryRow(context.Background(), `PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
+	if err := s.db.queryRow(context.Background(), `PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
 		t.Errorf("journal_mode = %q, %v", mode, err)
 	}
 	if fi, err := os.Stat(b.dsn); err != nil || fi.Mode().Perm() != 0o600 {

@@ -62,7 +62,8 @@ type UsageSummary struct {
 	Outcomes map[string]int64
 }
 
-func (s *sqlStore) RecordUsage(ctx context.Context, u Usage) error {
+// RecordUsage appends one usage row.
+func (s *Store) RecordUsage(ctx context.Context, u Usage) error {
 	if u.Worker == "" {
 		u.Worker = LocalWorker
 	}
@@ -74,7 +75,8 @@ func (s *sqlStore) RecordUsage(ctx context.Context, u Usage) error {
 	return nil
 }
 
-func (s *sqlStore) ListUsage(ctx context.Context, f UsageFilter) ([]Usage, error) {
+// ListUsage returns the selected rows, oldest first.
+func (s *Store) ListUsage(ctx context.Context, f UsageFilter) ([]Usage, error) {
 	where, args := f.where()
 	q := `SELECT key_id, runtime, worker, started_ms, duration_ms, exit_code, outcome, bytes_in, bytes_out FROM usage` + where + ` ORDER BY started_ms DESC, id DESC`
 	if f.Limit > 0 {
@@ -105,7 +107,8 @@ func (s *sqlStore) ListUsage(ctx context.Context, f UsageFilter) ([]Usage, error
 	return out, nil
 }
 
-func (s *sqlStore) SummarizeUsage(ctx context.Context, f UsageFilter) ([]UsageSummary, error) {
+// SummarizeUsage totals the selected rows per key, ordered by key id.
+func (s *Store) SummarizeUsage(ctx context.Context, f UsageFilter) ([]UsageSummary, error) {
 	where, args := f.where()
 	// Sums are cast: PostgreSQL's SUM of a BIGINT is a NUMERIC.
 	rs, err := s.db.query(ctx, `SELECT key_id, outcome, COUNT(*), CAST(SUM(duration_ms) AS BIGINT), CAST(SUM(bytes_in) AS BIGINT), CAST(SUM(bytes_out) AS BIGINT)

@@ -29,7 +29,9 @@ type RefusalCount struct {
 // minute, not one per call.
 const refusalBucket = time.Minute
 
-func (s *sqlStore) LastUsed(ctx context.Context) (map[string]time.Time, error) {
+// LastUsed returns when each key that ever ran anything started its
+// latest run.
+func (s *Store) LastUsed(ctx context.Context) (map[string]time.Time, error) {
 	rs, err := s.db.query(ctx, `SELECT key_id, MAX(started_ms) FROM usage GROUP BY key_id`)
 	if err != nil {
 		return nil, fmt.Errorf("last use of keys: %w", err)
@@ -50,7 +52,10 @@ func (s *sqlStore) LastUsed(ctx context.Context) (map[string]time.Time, error) {
 	return out, nil
 }
 
-func (s *sqlStore) UsageSeries(ctx context.Context, f UsageFilter, step time.Duration) ([]UsagePoint, error) {
+// UsageSeries counts the selected runs per key in intervals of step
+// (aligned to multiples of step since the epoch), ordered by interval
+// and key; intervals without runs are left out.
+func (s *Store) UsageSeries(ctx context.Context, f UsageFilter, step time.Duration) ([]UsagePoint, error) {
 	stepMS := step.Milliseconds()
 	if stepMS <= 0 {
 		return nil, fmt.Errorf("usage series: step %s: must be at least a millisecond", step)
@@ -81,7 +86,10 @@ func (s *sqlStore) UsageSeries(ctx context.Context, f UsageFilter, step time.Dur
 	return out, nil
 }
 
-func (s *sqlStore) DurationPercentiles(ctx context.Context, f UsageFilter, ps ...float64) ([]time.Duration, error) {
+// DurationPercentiles returns the duration of the selected runs at
+// each share in ps (0.5 for the median; each in (0, 1]), by nearest
+// rank; zeros when nothing is selected. f.Limit is ignored.
+func (s *Store) DurationPercentiles(ctx context.Context, f UsageFilter, ps ...float64) ([]time.Duration, error) {
 	for _, p := range ps {
 		if !(p > 0 && p <= 1) {
 			return nil, fmt.Errorf("duration percentile %v: must be in (0, 1]", p)
@@ -117,7 +125,10 @@ func (s *sqlStore) DurationPercentiles(ctx context.Context, f UsageFilter, ps ..
 	return out, nil
 }
 
-func (s *sqlStore) RecordRefusal(ctx context.Context, keyID, reason string, at time.Time) error {
+// RecordRefusal counts one call of keyID refused before it ran (a
+// key's limit, a full server, draining, an unknown runtime), by its
+// reason, in the minute of at.
+func (s *Store) RecordRefusal(ctx context.Context, keyID, reason string, at time.Time) error {
 	_, err := s.db.exec(ctx, `INSERT INTO refusals (key_id, minute_ms, reason, n) VALUES (?, ?, ?, 1)
 		ON CONFLICT (key_id, minute_ms, reason) DO UPDATE SET n = refusals.n + 1`,
 		keyID, at.Truncate(refusalBucket).UnixMilli(), reason)
@@ -127,7 +138,10 @@ func (s *sqlStore) RecordRefusal(ctx context.Context, keyID, reason string, at t
 	return nil
 }
 
-func (s *sqlStore) SummarizeRefusals(ctx context.Context, f UsageFilter) ([]RefusalCount, error) {
+// SummarizeRefusals totals the refusals per key and reason, ordered by
+// both, in the window of f (KeyIDs, Since and Until, to the minute;
+// the other fields are ignored).
+func (s *Store) SummarizeRefusals(ctx context.Context, f UsageFilter) ([]RefusalCount, error) {
 	// Refusals are kept by the minute: a window starting within a minute
 	// takes that whole minute.
 	if !f.Since.IsZero() {

@@ -107,7 +107,7 @@ func TestRefusalCounts(t *testing.T) {
 		ctx := context.Background()
 		s, other := b.open(t), b.open(t)
 		minute := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-		atOnce(t, 60, []Store{s, other}, func(i int, st Store) error {
+		atOnce(t, 60, []*Store{s, other}, func(i int, st *Store) error {
 			reason := "key_rate"
 			if i%3 == 0 {
 				reason = "at_capacity"
@@ -132,7 +132,7 @@ func TestRefusalCounts(t *testing.T) {
 			}
 		}
 		var rows int64
-		if err := s.(*sqlStore).db.queryRow(ctx, `SELECT COUNT(*) FROM refusals`).Scan(&rows); err != nil || rows != 5 {
+		if err := s.db.queryRow(ctx, `SELECT COUNT(*) FROM refusals`).Scan(&rows); err != nil || rows != 5 {
 			t.Errorf("%d rows of refusals, %v; want one per key, reason and minute (5)", rows, err)
 		}
 		// A window from 12:01:30 takes the whole minute 12:01.
