@@ -39,7 +39,7 @@ func cmdBench(args []string) int {
 	rounds := fs.Int("rounds", 2, "bursts per concurrency of --sweep (the warm pool grows after the first)")
 	pause := fs.Duration("pause", 15*time.Second, "pause between the bursts of --sweep (lets the warm pool refill)")
 	clustered := fs.Bool("cluster", false, "instead of comparing with bare, measure what a cluster's hop adds: the same engine called directly and through a front end, NATS (--nats) and a worker in this process, alternately (--workload takes a list; default bash-echo,python-print)")
-	set := settings.Define(fs, settings.Bench)
+	set := withSettings(fs, "usage: scratchrun bench [--workload NAME] [--n N] [--cluster --nats URL] [flags]\n\nflags:\n", settings.Bench)
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return flagExit(err)
 	}
