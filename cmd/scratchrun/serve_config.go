@@ -125,7 +125,6 @@ func (f frontendSetup) drainTimeout() time.Duration {
 	return f.policy.MaxTimeout + httpapi.DrainAllowance + time.Duration(f.queueWait)
 }
 
-
 // defaultDBPath is /var/lib/scratchrun/scratchrun.db for root, else in the
 // user's data directory.
 func defaultDBPath() string {
