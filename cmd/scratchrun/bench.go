@@ -15,6 +15,7 @@ import (
 	"github.com/scratchrun/scratchrun/internal/bench"
 	"github.com/scratchrun/scratchrun/internal/engine"
 	"github.com/scratchrun/scratchrun/internal/execapi"
+	"github.com/scratchrun/scratchrun/internal/settings"
 )
 
 func cmdBench(args []string) int {
@@ -38,10 +39,23 @@ func cmdBench(args []string) int {
 	rounds := fs.Int("rounds", 2, "bursts per concurrency of --sweep (the warm pool grows after the first)")
 	pause := fs.Duration("pause", 15*time.Second, "pause between the bursts of --sweep (lets the warm pool refill)")
 	clustered := fs.Bool("cluster", false, "instead of comparing with bare, measure what a cluster's hop adds: the same engine called directly and through a front end, NATS (--nats) and a worker in this process, alternately (--workload takes a list; default bash-echo,python-print)")
-	nf := addNATSFlags(fs, "the NATS servers --cluster goes through")
+	set := withSettings(fs, "usage: scratchrun bench [--workload NAME] [--n N] [--cluster --nats URL] [flags]\n\nflags:\n", settings.Bench)
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return flagExit(err)
 	}
+	v, err := set.Resolve(os.Getenv)
+	var setup engineSetup
+	if err == nil {
+		setup, err = parseEngine(v, settings.Bench)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "scratchrun bench: %v\n", err)
+		return exitUsage
+	}
+	if *network == execapi.NetworkEgress {
+		setup = setup.withEgress(v)
+	}
+	nf := parseNATS(v)
 	if *clustered {
 		wls, err := clusterWorkloads(*workload, flagGiven(fs, "workload"))
 		if err != nil {
@@ -52,17 +66,14 @@ func cmdBench(args []string) int {
 			fmt.Fprintln(os.Stderr, "scratchrun bench: --cluster needs --nats URL (a NATS server with JetStream, e.g. nats-server -js on loopback)")
 			return exitUsage
 		}
-		if *network == execapi.NetworkEgress {
-			operator.allowEgress = true
-		}
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		return benchCluster(ctx, clusterBenchOptions{workloads: wls, n: *n, warmup: *warmup, interval: *interval, network: *network, nats: nf, json: *asJSON})
+		return benchCluster(ctx, clusterBenchOptions{workloads: wls, n: *n, warmup: *warmup, interval: *interval, network: *network, nats: nf, setup: setup, json: *asJSON})
 	}
 	if *idleMemory {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		return benchIdleMemory(ctx, *asJSON)
+		return benchIdleMemory(ctx, setup, *asJSON)
 	}
 	w, ok := bench.Workloads[*workload]
 	if !ok {
@@ -73,9 +84,6 @@ func cmdBench(args []string) int {
 		fmt.Fprintf(os.Stderr, "scratchrun bench: --network %q: want none or egress\n", *network)
 		return exitUsage
 	}
-	if *network == execapi.NetworkEgress {
-		operator.allowEgress = true
-	}
 	if *sweep != "" {
 		levels, err := parseSweep(*sweep)
 		if err != nil {
@@ -84,9 +92,9 @@ func cmdBench(args []string) int {
 		}
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		return benchSweep(ctx, w, levels, sweepOptions{rounds: *rounds, pause: *pause, network: *network, pool: *pool, json: *asJSON})
+		return benchSweep(ctx, w, levels, sweepOptions{rounds: *rounds, pause: *pause, network: *network, pool: *pool, setup: setup, json: *asJSON})
 	}
-	store, err := openStore()
+	store, err := openStore(setup.dataDir)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "scratchrun bench: %v\n", err)
 		return exitInternal
@@ -106,7 +114,7 @@ func cmdBench(args []string) int {
 			pc.Variants = []string{v}
 		}
 	}
-	eng, err := newEngineWithPool(newLogger(), engineOverrides{}, pc)
+	eng, err := setup.withPool(pc).open(newLogger(setup.debug))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "scratchrun bench: %v\n", err)
 		return exitInternal

@@ -22,7 +22,8 @@ type clusterBenchOptions struct {
 	n, warmup int
 	interval  time.Duration
 	network   string
-	nats      *natsFlags
+	nats      natsSetup
+	setup     engineSetup
 	json      bool
 }
 
@@ -36,13 +37,13 @@ func benchCluster(ctx context.Context, o clusterBenchOptions) int {
 		fmt.Fprintf(os.Stderr, "scratchrun bench: %v\n", err)
 		return exitInternal
 	}
-	log := newLogger()
+	log := newLogger(o.setup.debug)
 	connOpts, err := o.nats.options("scratchrun bench", log)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "scratchrun bench: %v\n", err)
 		return exitUsage
 	}
-	store, err := openStore()
+	store, err := openStore(o.setup.dataDir)
 	if err != nil {
 		return fail(err)
 	}
@@ -57,7 +58,7 @@ func benchCluster(ctx context.Context, o clusterBenchOptions) int {
 			pc.Variants = append(pc.Variants, v)
 		}
 	}
-	eng, err := newEngineWithPool(log, engineOverrides{}, pc)
+	eng, err := o.setup.withPool(pc).open(log)
 	if err != nil {
 		return fail(err)
 	}

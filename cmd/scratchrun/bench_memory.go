@@ -28,9 +28,9 @@ type idleMemoryReport struct {
 
 // benchIdleMemory builds two warm sandboxes of every runtime and variant,
 // lets them settle, and reports their memory next to each interpreter's own.
-func benchIdleMemory(ctx context.Context, asJSON bool) int {
+func benchIdleMemory(ctx context.Context, setup engineSetup, asJSON bool) int {
 	pc := engine.PoolConfig{Floor: 2, Max: 2, IdleAfter: time.Hour, Networks: []string{"none"}}
-	eng, err := newEngineWithPool(newLogger(), engineOverrides{}, pc)
+	eng, err := setup.withPool(pc).open(newLogger(setup.debug))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "scratchrun bench: %v\n", err)
 		return exitInternal
@@ -58,7 +58,7 @@ func benchIdleMemory(ctx context.Context, asJSON bool) int {
 		if argv == nil {
 			continue
 		}
-		resolved, err := openAndResolve(rt.Name)
+		resolved, err := openAndResolve(setup.dataDir, rt.Name)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "scratchrun bench: %v\n", err)
 			return exitInternal
@@ -95,8 +95,8 @@ func benchIdleMemory(ctx context.Context, asJSON bool) int {
 }
 
 // openAndResolve returns the root file system of runtime name's image.
-func openAndResolve(name string) (string, error) {
-	store, err := openStore()
+func openAndResolve(dataDir, name string) (string, error) {
+	store, err := openStore(dataDir)
 	if err != nil {
 		return "", err
 	}

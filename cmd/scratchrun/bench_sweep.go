@@ -21,6 +21,7 @@ type sweepOptions struct {
 	pause   time.Duration
 	network string
 	pool    bool
+	setup   engineSetup
 	json    bool
 }
 
@@ -41,15 +42,11 @@ func parseSweep(list string) ([]int, error) {
 // engine set up as `scratchrun serve` sets its own (admission's defaults,
 // the default warm pool), rounds times each, pausing between them.
 func benchSweep(ctx context.Context, w bench.Workload, levels []int, o sweepOptions) int {
-	pc, err := poolConfig()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "scratchrun bench: %v\n", err)
-		return exitUsage
-	}
+	pc := o.setup.engine.Pool
 	if !o.pool {
 		pc = engine.PoolConfig{}
 	}
-	eng, err := newEngineWithPool(newLogger(), engineOverrides{}, pc)
+	eng, err := o.setup.withPool(pc).open(newLogger(o.setup.debug))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "scratchrun bench: %v\n", err)
 		return exitInternal

@@ -16,10 +16,20 @@ import (
 	"unicode/utf8"
 
 	"github.com/scratchrun/scratchrun/internal/execapi"
+	"github.com/scratchrun/scratchrun/internal/settings"
 )
 
 // maxRequestBytes bounds a --request document, as the HTTP API bounds bodies.
 const maxRequestBytes = 10 << 20
+
+const execHelp = `usage: scratchrun exec --runtime RUNTIME (--code TEXT | FILE | -) [flags]
+       scratchrun exec --request FILE|-
+
+Runs code in a fresh sandbox and exits with its exit code; --request takes a
+whole request JSON and prints the result JSON.
+
+flags:
+`
 
 func cmdExec(args []string) int {
 	fs := flag.NewFlagSet("exec", flag.ContinueOnError)
@@ -37,13 +47,27 @@ func cmdExec(args []string) int {
 	fs.Var(&envs, "env", "NAME=value added to the sandbox's environment (repeatable)")
 	fs.Var(&files, "file", "SANDBOX_PATH=@HOST_FILE or SANDBOX_PATH=text, written before the run (repeatable)")
 	fs.Var(&returns, "return", "sandbox path to return after the run (repeatable)")
-	addOperatorFlags(fs)
+	set := withSettings(fs, execHelp, settings.Exec)
 	positional, err := parseInterspersed(fs, args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return exitUsage
+	}
+	// A bad setting fails the engine as it did when the engine read
+	// them: exit 1, and in the machine form an error document.
+	v, err := set.Resolve(os.Getenv)
+	var setup engineSetup
+	if err == nil {
+		setup, err = parseEngine(v, settings.Exec)
+	}
+	if err != nil && *request != "" {
+		return printError(execapi.CodeInternal, err.Error(), exitInternal)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "scratchrun: %v\n", err)
+		return exitInternal
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -53,7 +77,7 @@ func cmdExec(args []string) int {
 		if *runtimeName != "" || *code != "" || len(positional) > 0 || len(envs)+len(files)+len(returns) > 0 {
 			return usageError("--request takes the whole request; do not combine it with other request flags")
 		}
-		return execRequestJSON(ctx, *request)
+		return execRequestJSON(ctx, setup, *request)
 	}
 
 	// Omitting a limit flag takes the default; giving 0 is a value out of
@@ -91,7 +115,7 @@ func cmdExec(args []string) int {
 		return usageError(err.Error())
 	}
 
-	eng, err := newOneShotEngine(newLogger())
+	eng, err := setup.open(newLogger(setup.debug))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "scratchrun: %v\n", err)
 		return exitInternal
@@ -186,7 +210,7 @@ func parseFiles(list []string) (text, binary map[string]string, err error) {
 
 // execRequestJSON is the machine form: request JSON in, result JSON out, and
 // an {"error": ...} document (exit 2 or 1) when there is no result.
-func execRequestJSON(ctx context.Context, source string) int {
+func execRequestJSON(ctx context.Context, setup engineSetup, source string) int {
 	var in io.Reader = os.Stdin
 	if source != "-" {
 		f, err := os.Open(source)
@@ -200,7 +224,7 @@ func execRequestJSON(ctx context.Context, source string) int {
 	if err != nil {
 		return printError(execapi.CodeInvalidRequest, err.Error(), exitUsage)
 	}
-	eng, err := newOneShotEngine(newLogger())
+	eng, err := setup.open(newLogger(setup.debug))
 	if err != nil {
 		return printError(execapi.CodeInternal, err.Error(), exitInternal)
 	}

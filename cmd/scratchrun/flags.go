@@ -3,7 +3,10 @@ package main
 import (
 	"flag"
 	"fmt"
+	"os"
 	"strings"
+
+	"github.com/scratchrun/scratchrun/internal/settings"
 )
 
 // parseInterspersed parses flags that may come before, between or after
@@ -57,21 +60,32 @@ func parseFlagsOnly(fs *flag.FlagSet, args []string, usageError func(string) int
 	return 0, true
 }
 
-// splitList reads a comma-separated list, ignoring blanks.
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
 // flagGiven reports whether the flag name was given on fs's command line,
 // as opposed to holding its default (which may equal a given value).
 func flagGiven(fs *flag.FlagSet, name string) bool {
 	given := false
 	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
 	return given
+}
+
+// withSettings defines the flags of cmds' settings on fs and prints, in
+// its usage, the variables that have no flag after the flags.
+func withSettings(fs *flag.FlagSet, head string, cmds ...settings.Command) *settings.Set {
+	set := settings.Define(fs, cmds...)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), head)
+		fs.PrintDefaults()
+		fmt.Fprint(fs.Output(), settings.EnvHelp(cmds...))
+	}
+	return set
+}
+
+// resolveSettings reads set's settings once fs is parsed, the errors as
+// usage errors.
+func resolveSettings(set *settings.Set, usageError func(string) int) (*settings.Values, int, bool) {
+	v, err := set.Resolve(os.Getenv)
+	if err != nil {
+		return nil, usageError(err.Error()), false
+	}
+	return v, 0, true
 }

@@ -49,7 +49,7 @@ func imagesBuild(args []string) int {
 	if err != nil {
 		return flagExit(err)
 	}
-	store, err := openStore()
+	store, err := openImageStore()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "scratchrun images build: %v\n", err)
 		return exitInternal
@@ -68,7 +68,7 @@ func imagesList(args []string) int {
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return flagExit(err)
 	}
-	store, err := openStore()
+	store, err := openImageStore()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "scratchrun images list: %v\n", err)
 		return exitInternal
@@ -136,7 +136,7 @@ func imagesImport(args []string) int {
 		fmt.Fprintf(os.Stderr, "scratchrun images import: %v\n", err)
 		return exitUsage
 	}
-	store, err := openStore()
+	store, err := openImageStore()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "scratchrun images import: %v\n", err)
 		return exitInternal
@@ -169,7 +169,7 @@ func imagesPrune(args []string) int {
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return flagExit(err)
 	}
-	store, err := openStore()
+	store, err := openImageStore()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "scratchrun images prune: %v\n", err)
 		return exitInternal

@@ -19,7 +19,7 @@ func imagesAlias(args []string) int {
 		fmt.Fprintln(os.Stderr, "usage: scratchrun images alias ALIAS RUNTIME   (e.g. python3.12 python3.13)\n       scratchrun images alias --remove ALIAS")
 		return exitUsage
 	}
-	store, err := openStore()
+	store, err := openImageStore()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "scratchrun images alias: %v\n", err)
 		return exitInternal
@@ -47,7 +47,7 @@ func imagesRemove(args []string) int {
 		fmt.Fprintln(os.Stderr, "usage: scratchrun images rm NAME...   (runtimes added by pull or import; then `images prune`)")
 		return exitUsage
 	}
-	store, err := openStore()
+	store, err := openImageStore()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "scratchrun images rm: %v\n", err)
 		return exitInternal

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/scratchrun/scratchrun/internal/images"
+	"github.com/scratchrun/scratchrun/internal/settings"
 )
 
 // runtimeFlags are the flags that describe a runtime an operator adds from
@@ -34,7 +35,7 @@ func addRuntimeFlags(fs *flag.FlagSet) *runtimeFlags {
 	fs.Var(&f.envs, "env", "NAME=value set for this runtime, over the image's own environment (repeatable)")
 	// The disk an image may take (images.PullLimits); 0 keeps a default.
 	sizeVar := func(p *int64, name, usage string) {
-		fs.Func(name, usage, func(v string) (err error) { *p, err = parseSize(v); return err })
+		fs.Func(name, usage, func(v string) (err error) { *p, err = settings.ParseSize(v); return err })
 	}
 	sizeVar(&f.limits.MaxBytes, "max-size", "largest extracted size of the image, all layers (default 8GiB)")
 	fs.Int64Var(&f.limits.MaxRatio, "max-ratio", images.DefaultPullMaxRatio, "largest extracted size of a layer as a multiple of its blob's size")
@@ -48,7 +49,7 @@ func (f *runtimeFlags) spec(name string) (images.RuntimeSpec, error) {
 		return images.RuntimeSpec{}, err
 	}
 	return images.RuntimeSpec{Name: name, Command: strings.Fields(*f.command), File: *f.file, Env: env,
-		Version: *f.version, Libraries: splitList(*f.libraries), Warm: *f.warm}, nil
+		Version: *f.version, Libraries: settings.SplitList(*f.libraries), Warm: *f.warm}, nil
 }
 
 func (f *runtimeFlags) selection(insecure bool) images.ImageSelect {
@@ -88,7 +89,7 @@ func imagesPull(args []string) int {
 		fmt.Fprintf(os.Stderr, "scratchrun images pull: %v\n", err)
 		return exitUsage
 	}
-	store, err := openStore()
+	store, err := openImageStore()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "scratchrun images pull: %v\n", err)
 		return exitInternal

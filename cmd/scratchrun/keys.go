@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/scratchrun/scratchrun/internal/settings"
 	"github.com/scratchrun/scratchrun/internal/store"
 )
 
@@ -69,15 +70,19 @@ func keysUsageError(sub, msg string) int {
 	return exitUsage
 }
 
-// keysFlagSet is a flag set with --db.
-func keysFlagSet(sub string) (*flag.FlagSet, *string) {
+// keysFlagSet is a flag set with the keys commands' settings (--db).
+func keysFlagSet(sub string) (*flag.FlagSet, *settings.Set) {
 	fs := flag.NewFlagSet("keys "+sub, flag.ContinueOnError)
-	db := fs.String("db", "", dbFlagUsage)
-	return fs, db
+	return fs, settings.Define(fs, settings.Keys)
 }
 
-func openKeys(ctx context.Context, flagValue string) (*store.Store, error) {
-	return store.Open(ctx, firstNonEmpty(flagValue, os.Getenv("SCRATCHRUN_DB"), defaultDBPath()))
+// openKeys opens the key store --db (or SCRATCHRUN_DB) names.
+func openKeys(ctx context.Context, set *settings.Set) (*store.Store, error) {
+	v, err := set.Resolve(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	return store.Open(ctx, firstNonEmpty(v.String(settings.DB), defaultDBPath()))
 }
 
 func keysCreate(args []string) int {
@@ -103,7 +108,7 @@ func keysCreate(args []string) int {
 		return keysUsageError("create", fmt.Sprintf("--concurrency %d: must be at least 1", *conc))
 	}
 	ctx := context.Background()
-	st, err := openKeys(ctx, *db)
+	st, err := openKeys(ctx, db)
 	if err != nil {
 		return keysError("create", err)
 	}
@@ -135,7 +140,7 @@ func keysList(args []string) int {
 		return code
 	}
 	ctx := context.Background()
-	st, err := openKeys(ctx, *db)
+	st, err := openKeys(ctx, db)
 	if err != nil {
 		return keysError("list", err)
 	}
@@ -167,7 +172,7 @@ func keysRevoke(args []string) int {
 		return keysUsageError("revoke", "name exactly one key: scratchrun keys revoke ID|NAME")
 	}
 	ctx := context.Background()
-	st, err := openKeys(ctx, *db)
+	st, err := openKeys(ctx, db)
 	if err != nil {
 		return keysError("revoke", err)
 	}
@@ -205,7 +210,7 @@ func keysSet(args []string) int {
 		return keysUsageError("set", "nothing to change: give --rate, --concurrency or both")
 	}
 	ctx := context.Background()
-	st, err := openKeys(ctx, *db)
+	st, err := openKeys(ctx, db)
 	if err != nil {
 		return keysError("set", err)
 	}
@@ -234,7 +239,7 @@ func keysUsageReport(args []string) int {
 		}
 	}
 	ctx := context.Background()
-	st, err := openKeys(ctx, *db)
+	st, err := openKeys(ctx, db)
 	if err != nil {
 		return keysError("usage", err)
 	}

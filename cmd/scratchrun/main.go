@@ -49,6 +49,8 @@ func run(args []string) int {
 		return cmdKeys(args[1:])
 	case "bench":
 		return cmdBench(args[1:])
+	case "settings":
+		return cmdSettings(args[1:])
 	case "version", "--version":
 		fmt.Println("scratchrun", version)
 		return 0
@@ -90,7 +92,7 @@ commands:
               scratchrun bench --cluster --nats URL [--workload bash-echo,python-print] [--n N] [--interval 100ms]
   version   print the version
 
-Run 'scratchrun COMMAND --help' for a command's flags. Operator settings are
-environment variables; see docs/server.md ("Configuration").
+Run 'scratchrun COMMAND --help' for a command's flags and environment
+variables; docs/configuration.md lists every setting.
 `)
 }

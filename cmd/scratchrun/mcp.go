@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/subtle"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -23,72 +22,26 @@ import (
 	"github.com/scratchrun/scratchrun/internal/httpapi"
 	"github.com/scratchrun/scratchrun/internal/mcpserver"
 	"github.com/scratchrun/scratchrun/internal/mcpserver/remote"
+	"github.com/scratchrun/scratchrun/internal/settings"
 )
 
 // minMCPTokenLength keeps a token that guards code execution from being
 // guessable.
 const minMCPTokenLength = 16
 
-// runDrainTimeout bounds how long shutdown waits for cancelled runs to have
-// their sandboxes torn down.
-const runDrainTimeout = 15 * time.Second
-
 // cmdMCP serves the scratchrun_exec MCP tool: over stdio by default (stdout
 // is the protocol stream, so everything else goes to stderr), or over
 // Streamable HTTP with --http. Code runs in the embedded engine, or on a
 // remote server when SCRATCHRUN_API_KEY is set.
 func cmdMCP(args []string) int {
-	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
-	httpAddr := fs.String("http", "", "serve Streamable HTTP at `ADDR` (e.g. 127.0.0.1:8765), path /mcp, instead of stdio")
-	tokenFlag := fs.String("token", "", "bearer `TOKEN` HTTP clients must send (default $SCRATCHRUN_MCP_TOKEN; the variable keeps it out of `ps`)")
-	maxConns := addMaxConnsFlag(fs)
-	mcpSessions := addMCPSessionFlags(fs)
-	addOperatorFlags(fs)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `usage: scratchrun mcp [--http ADDR [--token TOKEN] [--max-conns N]]
-
-Serves the MCP tool scratchrun_exec. Without --http it speaks MCP on stdin and
-stdout, as desktop clients expect ({"command": "scratchrun", "args": ["mcp"]}).
-
-Code runs in the local engine, or on a ScratchRun server when SCRATCHRUN_API_KEY
-is set (SCRATCHRUN_API_URL, default `+remote.DefaultURL+`).
-
-flags:
-`)
-		fs.PrintDefaults()
-	}
-	if code, ok := parseFlagsOnly(fs, args, mcpUsageError); !ok {
+	c, code, ok := parseMCP(args)
+	if !ok {
 		return code
 	}
-	tokenGiven := flagGiven(fs, "token")
-	token := *tokenFlag
-	if token == "" {
-		token = os.Getenv("SCRATCHRUN_MCP_TOKEN")
-	}
-	if *httpAddr == "" && tokenGiven {
-		return mcpUsageError("--token only applies with --http (stdio has no network to guard)")
-	}
-	var limits httpapi.ConnLimits
-	if *httpAddr != "" {
-		if msg := checkMCPListen(*httpAddr, token); msg != "" {
-			return mcpUsageError(msg)
-		}
-		var err error
-		if limits, err = connLimits(*maxConns); err != nil {
-			return mcpUsageError(err.Error())
-		}
-		if err := mcpSessions.check(); err != nil {
-			return mcpUsageError(err.Error())
-		}
-	}
-
-	log := newLogger()
-	svc, redact, closeService, err := mcpService(log)
+	log := newLogger(c.debug)
+	svc, redact, closeService, err := mcpService(c, log)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "scratchrun mcp: %v\n", err)
-		if errors.Is(err, errMCPUsage) {
-			return exitUsage
-		}
 		return exitInternal
 	}
 	defer closeService()
@@ -96,26 +49,82 @@ flags:
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	runs := &trackedService{Service: svc, base: ctx}
-	opts := mcpSessions.apply(mcpserver.Options{Logger: log, Version: version, Redact: append(redact, token)})
+	opts := c.sessions.apply(mcpserver.Options{Logger: log, Version: version, Redact: append(redact, c.token)})
 
 	var status int
-	if *httpAddr != "" {
-		status = serveMCPHTTP(ctx, stop, *httpAddr, token, limits, runs, opts)
+	if c.http != "" {
+		status = serveMCPHTTP(ctx, stop, c.http, c.token, c.conns, runs, opts)
 	} else {
 		status = serveMCPStdio(ctx, runs, opts)
 	}
 	// Whatever ended the server (stdin closed, a signal), runs still in
 	// flight have nobody to answer: kill their sandboxes and wait for the
-	// teardown before the process (and the backend) goes away.
+	// teardown (the drain allowance) before the process (and the backend)
+	// goes away.
 	stop()
-	if !runs.wait(runDrainTimeout) {
+	if !runs.wait(httpapi.DrainAllowance) {
 		fmt.Fprintln(os.Stderr, "scratchrun mcp: runs were still tearing down at exit")
 		status = exitInternal
 	}
 	return status
 }
 
-var errMCPUsage = errors.New("configuration error")
+// mcpConfig is `scratchrun mcp` as its flags and environment describe it.
+type mcpConfig struct {
+	http, token    string
+	conns          httpapi.ConnLimits
+	sessions       mcpSessions
+	debug          bool
+	apiKey, apiURL string
+	// local is the engine's when no API key sends code elsewhere.
+	local engineSetup
+}
+
+const mcpHelp = `usage: scratchrun mcp [--http ADDR [--token TOKEN] [--max-conns N]]
+
+Serves the MCP tool scratchrun_exec. Without --http it speaks MCP on stdin and
+stdout, as desktop clients expect ({"command": "scratchrun", "args": ["mcp"]}).
+
+Code runs in the local engine, or on a ScratchRun server when SCRATCHRUN_API_KEY
+is set (SCRATCHRUN_API_URL, default ` + remote.DefaultURL + `).
+
+flags:
+`
+
+// parseMCP reads mcp's command line and environment. When it returns
+// false the command ends with code (0 after -h).
+func parseMCP(args []string) (mcpConfig, int, bool) {
+	var c mcpConfig
+	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
+	set := withSettings(fs, mcpHelp, settings.MCP)
+	if code, ok := parseFlagsOnly(fs, args, mcpUsageError); !ok {
+		return c, code, false
+	}
+	v, code, ok := resolveSettings(set, mcpUsageError)
+	if !ok {
+		return c, code, false
+	}
+	c.http, c.token, c.debug = v.String(settings.MCPHTTP), v.String(settings.MCPToken), v.Bool(settings.Debug)
+	if c.http == "" && v.From(settings.MCPToken) == settings.FromFlag {
+		return c, mcpUsageError("--token only applies with --http (stdio has no network to guard)"), false
+	}
+	if c.http != "" {
+		if msg := checkMCPListen(c.http, c.token); msg != "" {
+			return c, mcpUsageError(msg), false
+		}
+		c.conns = httpapi.ConnLimits{MaxConns: v.Int(settings.MaxConns)}
+		c.sessions = parseMCPSessions(v)
+	}
+	if c.apiKey = v.String(settings.APIKey); c.apiKey != "" {
+		c.apiURL = firstNonEmpty(v.String(settings.APIURL), remote.DefaultURL)
+		return c, 0, true
+	}
+	var err error
+	if c.local, err = parseEngine(v, settings.MCP); err != nil {
+		return c, mcpUsageError(err.Error()), false
+	}
+	return c, 0, true
+}
 
 func mcpUsageError(msg string) int {
 	fmt.Fprintf(os.Stderr, "scratchrun mcp: %s\n", msg)
@@ -150,20 +159,14 @@ func isLoopbackHost(host string) bool {
 // mcpService returns the Service the tool runs code with: a remote server's
 // client when SCRATCHRUN_API_KEY is set, else the local engine. redact lists
 // what must never be shown; closeService releases the backend.
-func mcpService(log *slog.Logger) (svc execapi.Service, redact []string, closeService func(), err error) {
-	if key := os.Getenv("SCRATCHRUN_API_KEY"); key != "" {
-		base := os.Getenv("SCRATCHRUN_API_URL")
-		if base == "" {
-			base = remote.DefaultURL
+func mcpService(c mcpConfig, log *slog.Logger) (svc execapi.Service, redact []string, closeService func(), err error) {
+	if c.apiKey != "" {
+		if u, err := url.Parse(c.apiURL); err == nil {
+			log.Debug("mcp: running code on a remote server", "url", u.Redacted())
 		}
-		u, perr := url.Parse(base)
-		if perr != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, nil, nil, fmt.Errorf("%w: SCRATCHRUN_API_URL=%q: want a URL such as %s", errMCPUsage, base, remote.DefaultURL)
-		}
-		log.Debug("mcp: running code on a remote server", "url", u.Redacted())
-		return remote.New(base, key, httpapi.ClientBounds{}), []string{key}, func() {}, nil
+		return remote.New(c.apiURL, c.apiKey, httpapi.ClientBounds{}), []string{c.apiKey}, func() {}, nil
 	}
-	eng, err := newEngine(log, engineOverrides{})
+	eng, err := c.local.open(log)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/scratchrun/scratchrun/internal/engine"
+	"github.com/scratchrun/scratchrun/internal/settings"
 )
 
 // The per-sandbox connection limits come from the environment, and a bad
@@ -14,14 +14,13 @@ func TestEgressConnectionLimitSettings(t *testing.T) {
 	t.Setenv("SCRATCHRUN_DNS", "192.0.2.53")
 	t.Setenv("SCRATCHRUN_EGRESS_MAX_CONNECTIONS", "64")
 	t.Setenv("SCRATCHRUN_EGRESS_CONNECTIONS_PER_SECOND", "7")
-	cfg := engine.DefaultConfig()
-	nc, err := networkSettings(&cfg)
+	nc, err := networkFor(settings.Exec)
 	if err != nil || nc.MaxConnections != 64 || nc.NewConnectionsPerSecond != 7 {
 		t.Fatalf("settings: %+v, %v; want 64 connections, 7 a second", nc, err)
 	}
 	for _, bad := range []string{"0", "-3", "many"} {
 		t.Setenv("SCRATCHRUN_EGRESS_CONNECTIONS_PER_SECOND", bad)
-		if _, err := networkSettings(&cfg); err == nil || !strings.Contains(err.Error(), "SCRATCHRUN_EGRESS_CONNECTIONS_PER_SECOND") {
+		if _, err := networkFor(settings.Exec); err == nil || !strings.Contains(err.Error(), "SCRATCHRUN_EGRESS_CONNECTIONS_PER_SECOND") {
 			t.Errorf("%q: %v, want an error naming the variable", bad, err)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/scratchrun/scratchrun/internal/settings"
 	"github.com/scratchrun/scratchrun/internal/testenv"
 )
 
@@ -59,12 +60,12 @@ func TestRootWithoutCgroupsRefusesUnlessAllowed(t *testing.T) {
 		return string(out), stderr.String(), cmd.ProcessState.ExitCode()
 	}
 	out, stderr, code := run()
-	if code == 0 || strings.Contains(out, "ran") || !strings.Contains(stderr, allowUnenforcedEnv+"=1") || !strings.Contains(stderr, "NOT enforced") {
-		t.Errorf("without %s: exit %d stdout %q stderr %q; want a refusal naming it", allowUnenforcedEnv, code, out, stderr)
+	if code == 0 || strings.Contains(out, "ran") || !strings.Contains(stderr, settings.AllowUnenforced.Env+"=1") || !strings.Contains(stderr, "NOT enforced") {
+		t.Errorf("without %s: exit %d stdout %q stderr %q; want a refusal naming it", settings.AllowUnenforced.Env, code, out, stderr)
 	}
-	out, stderr, code = run(allowUnenforcedEnv + "=1")
+	out, stderr, code = run(settings.AllowUnenforced.Env + "=1")
 	if code != 0 || !strings.Contains(out, `"stdout": "ran\n"`) ||
 		!strings.Contains(out, "does not enforce the memory, process-count and CPU limits") {
-		t.Errorf("with %s=1: exit %d stdout %q stderr %q", allowUnenforcedEnv, code, out, stderr)
+		t.Errorf("with %s=1: exit %d stdout %q stderr %q", settings.AllowUnenforced.Env, code, out, stderr)
 	}
 }

@@ -14,18 +14,14 @@ import (
 	"strings"
 	"sync/atomic"
 	"syscall"
-	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/scratchrun/scratchrun/internal/cluster"
 	"github.com/scratchrun/scratchrun/internal/cluster/worker"
 	"github.com/scratchrun/scratchrun/internal/httpapi"
+	"github.com/scratchrun/scratchrun/internal/settings"
 )
-
-// workerDrainAllowance is what a worker's drain waits beyond the longest
-// run: a sandbox's set-up and teardown, and its result's delivery.
-const workerDrainAllowance = 15 * time.Second
 
 // cmdWorker serves a cluster's calls with the local engine until SIGTERM
 // or SIGINT, then drains: it leaves the registry, refuses new calls (front
@@ -33,74 +29,29 @@ const workerDrainAllowance = 15 * time.Second
 // their results, and exits 0 with no sandbox left. A second signal cancels
 // the runs still going.
 func cmdWorker(args []string) int {
-	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
-	nf := addNATSFlags(fs, "the NATS servers of the cluster")
-	id := fs.String("id", "", "the worker's `ID` in the cluster: letters, digits, '-' and '_' (env SCRATCHRUN_WORKER_ID; default the NATS user, else the host name, with other characters made '-')")
-	runtimes := fs.String("runtimes", "", "offer only these runtimes (`LIST`, comma-separated; env SCRATCHRUN_WORKER_RUNTIMES; default every installed one)")
-	engineFlags := addEngineFlags(fs)
-	healthAddr := fs.String("health-addr", "", "serve /healthz and /readyz on `HOST:PORT` for probes (env SCRATCHRUN_HEALTH_ADDR; off by default)")
-	addOperatorFlags(fs)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `usage: scratchrun worker --nats URL[,URL...] [--id ID] [--runtimes LIST] [flags]
-
-Runs the local engine (warm pool, admission, the isolation level chosen) and
-serves the calls a cluster's front ends (scratchrun serve --nats) place on
-it. It publishes itself to the registry of live workers every second and
-refuses at once what its admission has no room for. SIGTERM: leave the
-registry, finish the runs in flight, exit.
-
-flags:
-`)
-		fs.PrintDefaults()
-	}
-	if code, ok := parseFlagsOnly(fs, args, workerUsageError); !ok {
+	c, code, ok := parseWorker(args)
+	if !ok {
 		return code
 	}
-	if !nf.given() {
-		return workerUsageError("--nats (or SCRATCHRUN_NATS) is required: the NATS servers of the cluster")
-	}
-	log := newLogger()
-	connOpts, err := nf.options("", log)
-	if err != nil {
-		return workerUsageError(err.Error())
-	}
-	workerID := firstNonEmpty(*id, os.Getenv("SCRATCHRUN_WORKER_ID"), asWorkerID(connOpts.User), hostWorkerID())
-	if err := cluster.ValidateWorkerID(workerID); err != nil {
-		return workerUsageError("--id: " + err.Error())
-	}
-	offered := splitList(firstNonEmpty(*runtimes, os.Getenv("SCRATCHRUN_WORKER_RUNTIMES")))
-	overrides, err := engineFlags.overrides(fs)
-	if err != nil {
-		return workerUsageError(err.Error())
-	}
-	// A worker refuses at once what it has no room for: the front ends
-	// wait (their queue wait), trying other workers meanwhile.
-	noWait := time.Duration(0)
-	overrides.queueWait = &noWait
-	images, err := openStore()
+	images, err := openStore(c.local.dataDir)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "scratchrun worker: %v\n", err)
 		return exitInternal
 	}
-	for _, rt := range offered {
+	for _, rt := range c.runtimes {
 		if _, err := images.Resolve(rt); err != nil {
 			return workerUsageError("--runtimes: " + err.Error())
 		}
 	}
-
-	connOpts.Name = "scratchrun worker " + workerID
-	nc, err := cluster.Connect(connOpts)
+	log := newLogger(c.local.debug)
+	c.conn.Logger, c.conn.Name = log, "scratchrun worker "+c.id
+	nc, err := cluster.Connect(c.conn)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "scratchrun worker: %v\n", err)
 		return exitInternal
 	}
 	defer nc.Close()
-	pool, err := poolConfig()
-	if err != nil {
-		return workerUsageError(err.Error())
-	}
-	pool.Runtimes = offered
-	eng, err := newEngineWithPool(log, overrides, pool)
+	eng, err := c.local.open(log)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "scratchrun worker: %v\n", err)
 		return exitInternal
@@ -110,7 +61,7 @@ flags:
 			fmt.Fprintf(os.Stderr, "scratchrun worker: release the engine: %v\n", err)
 		}
 	}
-	w, err := worker.Start(worker.Config{ID: workerID, Conn: nc, Engine: eng, Runtimes: offered, Aliases: images.Aliases,
+	w, err := worker.Start(worker.Config{ID: c.id, Conn: nc, Engine: eng, Runtimes: c.runtimes, Aliases: images.Aliases,
 		Version: version, Logger: log})
 	if err != nil {
 		closeEngine()
@@ -118,21 +69,21 @@ flags:
 		return exitInternal
 	}
 	var draining atomic.Bool
-	if addr := firstNonEmpty(*healthAddr, os.Getenv("SCRATCHRUN_HEALTH_ADDR")); addr != "" {
-		stop, err := serveWorkerHealth(addr, nc, &draining, log)
+	if c.healthAddr != "" {
+		stop, err := serveWorkerHealth(c.healthAddr, nc, &draining, log)
 		if err != nil {
 			w.Close()
 			closeEngine()
-			fmt.Fprintf(os.Stderr, "scratchrun worker: --health-addr %s: %v\n", addr, err)
+			fmt.Fprintf(os.Stderr, "scratchrun worker: --health-addr %s: %v\n", c.healthAddr, err)
 			return exitInternal
 		}
 		defer stop()
 	}
 	shown := "every installed runtime"
-	if len(offered) > 0 {
-		shown = strings.Join(offered, ", ")
+	if len(c.runtimes) > 0 {
+		shown = strings.Join(c.runtimes, ", ")
 	}
-	fmt.Fprintf(os.Stderr, "scratchrun worker: %s serving calls from NATS at %s (%s; %s)\n", workerID, nc.ConnectedUrlRedacted(), shown, admissionText(eng.Admission()))
+	fmt.Fprintf(os.Stderr, "scratchrun worker: %s serving calls from NATS at %s (%s; %s)\n", c.id, nc.ConnectedUrlRedacted(), shown, admissionText(eng.Admission()))
 
 	signals := make(chan os.Signal, 2)
 	signal.Notify(signals, syscall.SIGTERM, os.Interrupt)
@@ -140,7 +91,7 @@ flags:
 	sig := <-signals
 	draining.Store(true)
 	fmt.Fprintf(os.Stderr, "scratchrun worker: %s: leaving the registry; runs in flight finish (signal again to cancel them)\n", sig)
-	ctx, cancel := context.WithTimeout(context.Background(), eng.Policy().MaxTimeout+workerDrainAllowance)
+	ctx, cancel := context.WithTimeout(context.Background(), eng.Policy().MaxTimeout+httpapi.DrainAllowance)
 	defer cancel()
 	go func() {
 		select {
@@ -158,6 +109,61 @@ flags:
 	}
 	fmt.Fprintln(os.Stderr, "scratchrun worker: drained; exiting")
 	return 0
+}
+
+// workerConfig is `scratchrun worker` as its flags and environment
+// describe it.
+type workerConfig struct {
+	id         string
+	runtimes   []string
+	healthAddr string
+	// conn is how to reach NATS (its Name and Logger set when used).
+	conn  cluster.ConnOptions
+	local engineSetup
+}
+
+const workerHelp = `usage: scratchrun worker --nats URL[,URL...] [--id ID] [--runtimes LIST] [flags]
+
+Runs the local engine (warm pool, admission, the isolation level chosen) and
+serves the calls a cluster's front ends (scratchrun serve --nats) place on
+it. It publishes itself to the registry of live workers every second and
+refuses at once what its admission has no room for. SIGTERM: leave the
+registry, finish the runs in flight, exit.
+
+flags:
+`
+
+// parseWorker reads worker's command line and environment. When it
+// returns false the command ends with code (0 after -h).
+func parseWorker(args []string) (workerConfig, int, bool) {
+	var c workerConfig
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	set := withSettings(fs, workerHelp, settings.Worker)
+	if code, ok := parseFlagsOnly(fs, args, workerUsageError); !ok {
+		return c, code, false
+	}
+	v, code, ok := resolveSettings(set, workerUsageError)
+	if !ok {
+		return c, code, false
+	}
+	n := parseNATS(v)
+	if !n.given() {
+		return c, workerUsageError("--nats (or SCRATCHRUN_NATS) is required: the NATS servers of the cluster"), false
+	}
+	var err error
+	if c.conn, err = n.options("", nil); err != nil {
+		return c, workerUsageError(err.Error()), false
+	}
+	c.id = firstNonEmpty(v.String(settings.WorkerID), asWorkerID(c.conn.User), hostWorkerID())
+	if err := cluster.ValidateWorkerID(c.id); err != nil {
+		return c, workerUsageError("--id: " + err.Error()), false
+	}
+	c.runtimes, c.healthAddr = v.List(settings.WorkerRuntimes), v.String(settings.HealthAddr)
+	if c.local, err = parseEngine(v, settings.Worker); err != nil {
+		return c, workerUsageError(err.Error()), false
+	}
+	c.local.engine.Pool.Runtimes = c.runtimes
+	return c, 0, true
 }
 
 // serveWorkerHealth answers probes: /healthz while the process lives,

@@ -19,9 +19,11 @@ import (
 // Defaults of Config.
 const (
 	DefaultMaxBodyBytes = 10 << 20
-	// drainAllowance is what a drain waits beyond the longest run: a
-	// call's wait for admission, its sandbox's set-up and teardown.
-	drainAllowance = 15 * time.Second
+	// DrainAllowance is what a drain waits beyond the longest run: a
+	// call's wait for admission, its sandbox's set-up and teardown, and
+	// its result's delivery. The one allowance of every drain (serve's,
+	// a front end's, a worker's, mcp's wait for cancelled runs).
+	DrainAllowance = 15 * time.Second
 	// DefaultRecordTimeout bounds one write of a usage or refusal row.
 	DefaultRecordTimeout = 5 * time.Second
 )
@@ -122,7 +124,7 @@ func New(cfg Config) (*Server, error) {
 		queueWait = time.Duration(info.Admission.QueueWaitMS) * time.Millisecond
 	}
 	if cfg.DrainTimeout <= 0 {
-		cfg.DrainTimeout = cfg.Policy.MaxTimeout + drainAllowance + queueWait
+		cfg.DrainTimeout = cfg.Policy.MaxTimeout + DrainAllowance + queueWait
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

@@ -75,3 +75,21 @@ func joinWords(words []string) string {
 	}
 	return strings.Join(words[:len(words)-1], ", ") + " and " + words[len(words)-1]
 }
+
+// UnenforcedReason is implemented by backends that know why the host does
+// not let them enforce their UnenforcedLimits (no cgroup hierarchy, a
+// controller missing): the reason is a fact of its own, so that a caller
+// that words the refusal need not search the Limitations sentences.
+type UnenforcedReason interface {
+	// UnenforcedWhy says why, in a few words ("" when every limit is
+	// enforced or the backend cannot tell).
+	UnenforcedWhy() string
+}
+
+// UnenforcedWhy is b's UnenforcedReason, "" when it has none.
+func UnenforcedWhy(b Backend) string {
+	if r, ok := b.(UnenforcedReason); ok {
+		return r.UnenforcedWhy()
+	}
+	return ""
+}

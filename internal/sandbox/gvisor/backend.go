@@ -87,8 +87,10 @@ type Backend struct {
 	overhead    int64
 	limitations []string
 	unenforced  []sandbox.Limit
-	confinement hostside.Confinement
-	initCaps    []string
+	// unenforcedWhy is why the host does not let it enforce them.
+	unenforcedWhy string
+	confinement   hostside.Confinement
+	initCaps      []string
 }
 
 var _ sandbox.Backend = (*Backend)(nil)
@@ -184,6 +186,7 @@ func New(opts Options) (*Backend, error) {
 		}
 	}
 	if len(b.unenforced) > 0 {
+		b.unenforcedWhy = why
 		b.limitations = append(b.limitations, sandbox.UnenforcedWarning(b.unenforced, why))
 	}
 	n, err := b.sweep()
@@ -230,6 +233,9 @@ func (b *Backend) Limitations() []string { return b.limitations }
 
 // UnenforcedLimits implements sandbox.Backend.
 func (b *Backend) UnenforcedLimits() []sandbox.Limit { return b.unenforced }
+
+// UnenforcedWhy implements sandbox.UnenforcedReason.
+func (b *Backend) UnenforcedWhy() string { return b.unenforcedWhy }
 
 // Platform is the runsc platform sandboxes run on ("systrap" or "kvm").
 func (b *Backend) Platform() string { return b.platform }

@@ -48,7 +48,9 @@ type Backend struct {
 	instance    string
 	limitations []string
 	unenforced  []sandbox.Limit
-	confinement hostside.Confinement
+	// unenforcedWhy is why the host does not let it enforce them.
+	unenforcedWhy string
+	confinement   hostside.Confinement
 	// owners gives each sandbox's user namespace an owner uid of its own
 	// (nil when not root: an ordinary user's namespaces are its own).
 	owners *owners
@@ -131,12 +133,12 @@ func New(opts Options) (*Backend, error) {
 	b.cgroups, err = cgroups.New(opts.CgroupParent)
 	if err != nil {
 		b.cgroups = nil
-		b.unenforced = cgroups.Unenforced(nil)
-		b.limitations = append(b.limitations, sandbox.UnenforcedWarning(b.unenforced, err.Error()))
+		b.unenforced, b.unenforcedWhy = cgroups.Unenforced(nil), err.Error()
+		b.limitations = append(b.limitations, sandbox.UnenforcedWarning(b.unenforced, b.unenforcedWhy))
 	} else {
 		if b.unenforced = cgroups.Unenforced(b.cgroups); len(b.unenforced) > 0 {
-			_, why := b.cgroups.Missing()
-			b.limitations = append(b.limitations, sandbox.UnenforcedWarning(b.unenforced, why))
+			_, b.unenforcedWhy = b.cgroups.Missing()
+			b.limitations = append(b.limitations, sandbox.UnenforcedWarning(b.unenforced, b.unenforcedWhy))
 		}
 		n, err := hostside.SweepDeadEngines(b.cgroups)
 		hostside.LogSweep(opts.Logger, "sandboxes", n, err)
@@ -185,6 +187,9 @@ func (b *Backend) Limitations() []string { return b.limitations }
 
 // UnenforcedLimits implements sandbox.Backend.
 func (b *Backend) UnenforcedLimits() []sandbox.Limit { return b.unenforced }
+
+// UnenforcedWhy implements sandbox.UnenforcedReason.
+func (b *Backend) UnenforcedWhy() string { return b.unenforcedWhy }
 
 // SetMemoryBudget implements sandbox.MemoryBudget: the limit of the cgroup
 // parent every sandbox of this level lives under.

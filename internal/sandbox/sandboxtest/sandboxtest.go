@@ -61,6 +61,8 @@ type Backend struct {
 	Script func(n int, cfg sandbox.Config) Step
 	// Unenforced is what UnenforcedLimits reports.
 	Unenforced []sandbox.Limit
+	// UnenforcedReason is what UnenforcedWhy reports.
+	UnenforcedReason string
 	// OtherMemory is memory the parent holds beside the live sandboxes
 	// (another engine's, say): MemoryInUse adds it to theirs.
 	OtherMemory atomic.Int64
@@ -111,6 +113,9 @@ func (b *Backend) Limitations() []string { return nil }
 
 // UnenforcedLimits implements sandbox.Backend.
 func (b *Backend) UnenforcedLimits() []sandbox.Limit { return b.Unenforced }
+
+// UnenforcedWhy implements sandbox.UnenforcedReason: UnenforcedReason.
+func (b *Backend) UnenforcedWhy() string { return b.UnenforcedReason }
 
 // Close implements sandbox.Backend, counting the calls.
 func (b *Backend) Close() error {

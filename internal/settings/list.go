@@ -1,0 +1,203 @@
+package settings
+
+// Groups of commands that share settings.
+var (
+	// engine are the commands that run a local engine.
+	engine = []Command{Exec, MCP, Serve, Worker, Bench}
+	// policy are engine's and a front end's, which validates requests
+	// against the same limits.
+	policy = []Command{Exec, MCP, Serve, Frontend, Worker, Bench}
+	// servers are the engines that keep admission and a warm pool (exec
+	// runs one call and has neither).
+	servers = []Command{MCP, Serve, Worker, Bench}
+	// httpServers answer HTTP: serve (as an engine or a front end) and
+	// mcp --http.
+	httpServers = []Command{MCP, Serve, Frontend}
+	// cluster reach NATS.
+	cluster = []Command{Frontend, Worker, Bench}
+	// images are the commands that open the image store.
+	images = []Command{Exec, MCP, Serve, Worker, Bench, Images}
+	// all is every command.
+	all = Commands
+)
+
+// The settings, in the order the docs list them. A flag's name and a
+// variable's are each used by one setting only (TestListIsConsistent).
+var (
+	// Request limits: the policy every request is held to.
+
+	DefaultTimeout = &Setting{Name: "DEFAULT_TIMEOUT_MS", Env: "SCRATCHRUN_DEFAULT_TIMEOUT_MS", Type: Int, Default: "10000", Min: 1, Unit: "ms",
+		Commands: policy, Help: "timeout of a request that names none"}
+	MaxTimeout = &Setting{Name: "MAX_TIMEOUT_MS", Env: "SCRATCHRUN_MAX_TIMEOUT_MS", Type: Int, Default: "30000", Min: 1, Unit: "ms",
+		Commands: policy, Help: "longest timeout a request may ask for"}
+	DefaultMemory = &Setting{Name: "DEFAULT_MEMORY_MB", Env: "SCRATCHRUN_DEFAULT_MEMORY_MB", Type: Int, Default: "256", Min: 1, Unit: "MB",
+		Commands: policy, Help: "memory limit (swap included) of a request that names none; at least 64"}
+	MaxMemory = &Setting{Name: "MAX_MEMORY_MB", Env: "SCRATCHRUN_MAX_MEMORY_MB", Type: Int, Default: "512", Min: 1, Unit: "MB",
+		Commands: policy, Help: "largest memory limit a request may ask for"}
+	OutputLimit = &Setting{Name: "OUTPUT_LIMIT_BYTES", Env: "SCRATCHRUN_OUTPUT_LIMIT_BYTES", Type: Int, Default: "1048576", Min: 1, Unit: "bytes",
+		Commands: engine, Help: "cap on stdout and on stderr, each"}
+	MaxReturn = &Setting{Name: "MAX_RETURN_BYTES", Env: "SCRATCHRUN_MAX_RETURN_BYTES", Type: Int, Default: "10485760", Min: 1, Unit: "bytes",
+		Commands: engine, Help: "cap on all return files of a run together"}
+	MaxPids = &Setting{Name: "MAX_PIDS", Env: "SCRATCHRUN_MAX_PIDS", Type: Int, Default: "256", Min: 1,
+		Commands: engine, Help: "processes and threads per sandbox"}
+	CPUMillicores = &Setting{Name: "CPU_MILLICORES", Env: "SCRATCHRUN_CPU_MILLICORES", Type: Int, Default: "1000", Min: 1, Unit: "millicores",
+		Commands: engine, Help: "CPU time per sandbox (1000: one core)"}
+	TmpMB = &Setting{Name: "TMP_MB", Env: "SCRATCHRUN_TMP_MB", Type: Int, Default: "128", Min: 1, Unit: "MiB",
+		Commands: engine, Help: "size of /tmp (also /code and /dev/shm)"}
+	WritableMB = &Setting{Name: "WRITABLE_MB", Env: "SCRATCHRUN_WRITABLE_MB", Type: Int, Default: "128", Min: 1, Unit: "MiB",
+		Commands: engine, Help: "size of the writable layer over the image (where pip install goes)"}
+
+	// Admission: how many calls run at once, and how long the others wait.
+
+	Capacity = &Setting{Name: "capacity", Flag: "capacity", Env: "SCRATCHRUN_MAX_CONCURRENT", Type: Int, Min: 0, DefaultText: "1024, a safety bound",
+		Commands: servers, Help: "at most this many sandboxes at once, whatever the machine has room for"}
+	MemoryBudget = &Setting{Name: "memory-budget", Flag: "memory-budget", Env: "SCRATCHRUN_MEMORY_BUDGET_MB", Type: Size, Unit: "MiB", Max: 1 << 50,
+		DefaultText: "the machine's memory less the larger of 1 GiB and a tenth", Zero: "no budget",
+		Commands: servers, Help: "memory all sandboxes may use together: the limit of their cgroup parent"}
+	CallFloor = &Setting{Name: "CALL_FLOOR_MB", Env: "SCRATCHRUN_CALL_FLOOR_MB", Type: Int, Default: "32", Min: 1, Unit: "MiB",
+		Commands: servers, Help: "memory reserved for a call until its sandbox is measured"}
+	CPUThreshold = &Setting{Name: "cpu-threshold", Flag: "cpu-threshold", Env: "SCRATCHRUN_CPU_THRESHOLD", Type: Share, Default: "0.9", Zero: "no CPU condition",
+		Commands: servers, Help: "CPU pressure (the share of time some task waits for a CPU) at which no more sandboxes start"}
+	Queue = &Setting{Name: "queue", Flag: "queue", Env: "SCRATCHRUN_QUEUE", Type: Int, Default: "256", Min: 1,
+		Commands: []Command{MCP, Serve, Bench}, Help: "calls that may wait for room at once"}
+	QueueWait = &Setting{Name: "queue-wait", Flag: "queue-wait", Env: "SCRATCHRUN_QUEUE_WAIT", Type: Duration, Default: "2s", Zero: "no waiting",
+		Commands: []Command{MCP, Serve, Frontend, Bench}, Help: "how long a call waits for room (a front end: for a worker with room) before a 429"}
+
+	// The warm pool.
+
+	PoolFloor = &Setting{Name: "POOL_FLOOR", Env: "SCRATCHRUN_POOL_FLOOR", Type: Int, Default: "1", Min: 0, Zero: "no pool",
+		Commands: servers, Help: "warm sandboxes kept per runtime when idle (the pool grows to the recent peak of demand within the memory budgets)"}
+	PoolMax = &Setting{Name: "POOL_MAX", Env: "SCRATCHRUN_POOL_MAX", Type: Int, Default: "0", Min: 0, Zero: "no bound",
+		Commands: servers, Help: "warm sandboxes per runtime at most"}
+	PoolMemory = &Setting{Name: "POOL_MEMORY_MB", Env: "SCRATCHRUN_POOL_MEMORY_MB", Type: Int, Default: "2048", Min: 0, Unit: "MiB",
+		Commands: servers, Help: "memory all warm sandboxes may use together"}
+	PoolBuilders = &Setting{Name: "POOL_BUILDERS", Env: "SCRATCHRUN_POOL_BUILDERS", Type: Int, Min: 0, DefaultText: "1",
+		Commands: servers, Help: "warm sandboxes built at once (the pool's CPU budget)"}
+
+	// Network.
+
+	NetworkDefault = &Setting{Name: "network-default", Flag: "network-default", Env: "SCRATCHRUN_NETWORK_DEFAULT", Type: Enum, Default: "none",
+		Allowed: []string{"none", "egress"}, Commands: policy, Help: "network of requests that name none (egress implies --allow-egress)"}
+	AllowEgress = &Setting{Name: "allow-egress", Flag: "allow-egress", Env: "SCRATCHRUN_ALLOW_EGRESS", Type: Bool, Default: "0",
+		Commands: policy, Help: "let requests ask for network egress (needs root)"}
+	DNS = &Setting{Name: "DNS", Env: "SCRATCHRUN_DNS", Type: IPs, DefaultText: "the host's non-loopback resolvers",
+		Commands: engine, Help: "resolvers egress sandboxes use"}
+	EgressAllow = &Setting{Name: "EGRESS_ALLOW", Env: "SCRATCHRUN_EGRESS_ALLOW", Type: Prefixes,
+		Commands: engine, Help: "destinations egress may reach beyond the public internet (CIDRs)"}
+	EgressBlock = &Setting{Name: "EGRESS_BLOCK", Env: "SCRATCHRUN_EGRESS_BLOCK", Type: Prefixes,
+		Commands: engine, Help: "destinations egress may not reach, besides private and local ranges (CIDRs)"}
+	EgressSubnet = &Setting{Name: "EGRESS_SUBNET", Env: "SCRATCHRUN_EGRESS_SUBNET", Type: Prefix, Default: "10.203.0.0/16",
+		Commands: engine, Help: "where egress sandboxes' addresses come from"}
+	EgressMaxConnections = &Setting{Name: "EGRESS_MAX_CONNECTIONS", Env: "SCRATCHRUN_EGRESS_MAX_CONNECTIONS", Type: Int, Default: "256", Min: 1, Max: 1 << 20,
+		Commands: engine, Help: "connections one egress sandbox may hold at once"}
+	EgressConnectionsPerSecond = &Setting{Name: "EGRESS_CONNECTIONS_PER_SECOND", Env: "SCRATCHRUN_EGRESS_CONNECTIONS_PER_SECOND", Type: Int, Default: "100", Min: 1, Max: 1 << 20,
+		Commands: engine, Help: "connections one egress sandbox may open a second (bursts of twice that)"}
+
+	// Isolation and the backends.
+
+	Isolation = &Setting{Name: "isolation", Flag: "isolation", Env: "SCRATCHRUN_ISOLATION", Type: Enum, Default: "namespaces",
+		Allowed: []string{"namespaces", "gvisor", "microvm"}, Commands: engine,
+		Help: "isolation level: Linux namespaces (shares the host kernel), gVisor's application kernel (needs root and runsc) or a virtual machine per call (needs root and QEMU)"}
+	StateDir = &Setting{Name: "STATE_DIR", Env: "SCRATCHRUN_STATE_DIR", Type: String, Meta: "DIR", DefaultText: "/run/scratchrun (an ordinary user: $XDG_RUNTIME_DIR/scratchrun)",
+		Commands: engine, Help: "the backends' mount points and helper binaries (egress lock files stay in /run/scratchrun)"}
+	CgroupParent = &Setting{Name: "CGROUP_PARENT", Env: "SCRATCHRUN_CGROUP_PARENT", Type: String, Meta: "NAME", DefaultText: "scratchrun",
+		Commands: engine, Help: "cgroup sandboxes live under, shared by the engines of a host (gvisor and microvm add -gvisor, -microvm)"}
+	AllowUnenforced = &Setting{Name: "ALLOW_UNENFORCED_LIMITS", Env: "SCRATCHRUN_ALLOW_UNENFORCED_LIMITS", Type: Bool, Default: "0",
+		Commands: engine, Help: "let root run sandboxes without the memory, process or CPU limits the host cannot enforce (refused otherwise)"}
+	Runsc = &Setting{Name: "RUNSC", Env: "SCRATCHRUN_RUNSC", Type: String, Meta: "FILE", DefaultText: "the pinned build in /var/cache/scratchrun/runsc",
+		Commands: engine, Help: "runsc binary of --isolation gvisor"}
+	GVisorPlatform = &Setting{Name: "GVISOR_PLATFORM", Env: "SCRATCHRUN_GVISOR_PLATFORM", Type: Enum, Allowed: []string{"systrap", "kvm", "ptrace"},
+		DefaultText: "kvm when it works here, else systrap", Commands: engine, Help: "runsc platform of --isolation gvisor"}
+	QEMU = &Setting{Name: "QEMU", Env: "SCRATCHRUN_QEMU", Type: String, Meta: "FILE", DefaultText: "qemu-system-x86_64 on PATH",
+		Commands: engine, Help: "QEMU binary of --isolation microvm"}
+	MicroVMKernel = &Setting{Name: "MICROVM_KERNEL", Env: "SCRATCHRUN_MICROVM_KERNEL", Type: String, Meta: "FILE", DefaultText: "/var/cache/scratchrun/microvm/kernel/current",
+		Commands: engine, Help: "guest kernel of --isolation microvm"}
+	MicroVMAccel = &Setting{Name: "MICROVM_ACCEL", Env: "SCRATCHRUN_MICROVM_ACCEL", Type: Enum, Allowed: []string{"kvm", "tcg"},
+		DefaultText: "kvm if it boots a guest, else tcg", Commands: engine, Help: "accelerator of --isolation microvm (tcg: software emulation, slow)"}
+	MicroVMSnapshots = &Setting{Name: "MICROVM_SNAPSHOTS", Env: "SCRATCHRUN_MICROVM_SNAPSHOTS", Type: Bool, Default: "1",
+		Commands: engine, Help: "restore microvm guests from a saved one (0: boot every guest)"}
+	DataDir = &Setting{Name: "DATA_DIR", Env: "SCRATCHRUN_DATA_DIR", Type: String, Meta: "DIR",
+		DefaultText: "/var/lib/scratchrun (an ordinary user who cannot read its images: $XDG_DATA_HOME/scratchrun or ~/.local/share/scratchrun)",
+		Commands:    images, Help: "images (images/), runtimes added by pull and import (runtimes.d/), aliases (aliases.json)"}
+	Debug = &Setting{Name: "DEBUG", Env: "SCRATCHRUN_DEBUG", Type: Bool, Default: "0",
+		Commands: all, Help: "debug logging on stderr"}
+
+	// Serving HTTP.
+
+	ListenAddr = &Setting{Name: "addr", Flag: "addr", Env: "SCRATCHRUN_ADDR", Type: Addr, Default: "127.0.0.1:8722",
+		Commands: []Command{Serve, Frontend}, Help: "listen on this address (loopback by default: exposing the server is a choice)"}
+	DB = &Setting{Name: "db", Flag: "db", Env: "SCRATCHRUN_DB", Type: String, Meta: "FILE|postgres://...",
+		DefaultText: "/var/lib/scratchrun/scratchrun.db (an ordinary user: in their data directory)",
+		Commands:    []Command{Serve, Frontend, Keys}, Help: "key and usage database: a SQLite file, or a postgres:// URL several servers may share"}
+	AllowNoAuth = &Setting{Name: "allow-no-auth", Flag: "allow-no-auth", Type: Bool,
+		Commands: []Command{Serve, Frontend}, Help: "serve without API keys on a non-loopback address (dangerous: anyone who reaches it runs code)"}
+	MaxBody = &Setting{Name: "max-body", Flag: "max-body", Type: Size, Default: "10MiB", Min: 1, Max: 1 << 40,
+		Commands: []Command{Serve, Frontend}, Help: "largest request body accepted"}
+	MaxConns = &Setting{Name: "max-conns", Flag: "max-conns", Env: "SCRATCHRUN_MAX_CONNS", Type: Int, Min: 1, DefaultText: "half the descriptor limit, at most 4096",
+		Commands: httpServers, Help: "client connections open at once; more wait until one closes"}
+	MetricsAddr = &Setting{Name: "metrics-addr", Flag: "metrics-addr", Env: "SCRATCHRUN_METRICS_ADDR", Type: Addr,
+		Commands: []Command{Serve, Frontend}, Help: "also serve /metrics, without keys, here (loopback unless --allow-public-metrics)"}
+	AllowPublicMetrics = &Setting{Name: "allow-public-metrics", Flag: "allow-public-metrics", Type: Bool,
+		Commands: []Command{Serve, Frontend}, Help: "let --metrics-addr listen beyond loopback (anyone who reaches it reads the metrics)"}
+	ConsoleToken = &Setting{Name: "console-token", Flag: "console-token", Env: "SCRATCHRUN_CONSOLE_TOKEN", Type: String, Meta: "TOKEN",
+		Commands: []Command{Serve, Frontend}, Help: "serve the web console at /console, signed in with this token of at least 16 characters (the variable is better: a flag shows in ps)"}
+	MCPMaxSessions = &Setting{Name: "mcp-max-sessions", Flag: "mcp-max-sessions", Type: Int, DefaultText: "1000",
+		Commands: httpServers, Help: "MCP sessions open at once; one more gets 503"}
+	MCPSessionsPerKey = &Setting{Name: "mcp-sessions-per-key", Flag: "mcp-sessions-per-key", Type: Int, DefaultText: "16",
+		Commands: httpServers, Help: "MCP sessions one API key (or token) may have open at once; one more gets 429"}
+	MCPSessionIdle = &Setting{Name: "mcp-session-idle", Flag: "mcp-session-idle", Type: Duration, DefaultText: "10m0s",
+		Commands: httpServers, Help: "close an MCP session after this long without a request"}
+
+	// The MCP server.
+
+	MCPHTTP = &Setting{Name: "http", Flag: "http", Type: Addr,
+		Commands: []Command{MCP}, Help: "serve Streamable HTTP at /mcp on this address (e.g. 127.0.0.1:8765) instead of stdio"}
+	MCPToken = &Setting{Name: "token", Flag: "token", Env: "SCRATCHRUN_MCP_TOKEN", Type: String, Meta: "TOKEN",
+		Commands: []Command{MCP}, Help: "bearer token HTTP clients must send, at least 16 characters (the variable keeps it out of ps)"}
+	APIKey = &Setting{Name: "API_KEY", Env: "SCRATCHRUN_API_KEY", Type: String, Meta: "KEY",
+		Commands: []Command{MCP}, Help: "run code on a ScratchRun server with this API key instead of the local engine"}
+	APIURL = &Setting{Name: "API_URL", Env: "SCRATCHRUN_API_URL", Type: URL, Default: "http://127.0.0.1:8722",
+		Commands: []Command{MCP}, Help: "the server SCRATCHRUN_API_KEY is for"}
+
+	// The cluster.
+
+	NATS = &Setting{Name: "nats", Flag: "nats", Env: "SCRATCHRUN_NATS", Type: List, Meta: "URL[,URL...]",
+		Commands: []Command{Serve, Frontend, Worker, Bench}, Help: "the cluster's NATS servers (nats:// or tls://); serve with it is a front end, with no engine of its own"}
+	NATSCA = &Setting{Name: "nats-ca", Flag: "nats-ca", Env: "SCRATCHRUN_NATS_CA", Type: String, Meta: "FILE",
+		Commands: cluster, Help: "CA that verifies the NATS servers (turns TLS on)"}
+	NATSCert = &Setting{Name: "nats-cert", Flag: "nats-cert", Env: "SCRATCHRUN_NATS_CERT", Type: String, Meta: "FILE",
+		Commands: cluster, Help: "client certificate for NATS servers that verify clients"}
+	NATSKey = &Setting{Name: "nats-key", Flag: "nats-key", Env: "SCRATCHRUN_NATS_KEY", Type: String, Meta: "FILE",
+		Commands: cluster, Help: "client key of --nats-cert"}
+	NATSUser = &Setting{Name: "nats-user", Flag: "nats-user", Env: "SCRATCHRUN_NATS_USER", Type: String, Meta: "NAME",
+		Commands: cluster, Help: "NATS user; its password from --nats-password-file or SCRATCHRUN_NATS_PASSWORD"}
+	NATSPassword = &Setting{Name: "NATS_PASSWORD", Env: "SCRATCHRUN_NATS_PASSWORD", Type: String, Meta: "PASSWORD",
+		Commands: cluster, Help: "the NATS user's password (never a flag: a flag shows in ps)"}
+	NATSPasswordFile = &Setting{Name: "nats-password-file", Flag: "nats-password-file", Env: "SCRATCHRUN_NATS_PASSWORD_FILE", Type: String, Meta: "FILE",
+		Commands: cluster, Help: "file holding the NATS user's password"}
+	NATSNKey = &Setting{Name: "nats-nkey", Flag: "nats-nkey", Env: "SCRATCHRUN_NATS_NKEY", Type: String, Meta: "FILE",
+		Commands: cluster, Help: "NATS nkey seed file"}
+	NATSCreds = &Setting{Name: "nats-creds", Flag: "nats-creds", Env: "SCRATCHRUN_NATS_CREDS", Type: String, Meta: "FILE",
+		Commands: cluster, Help: "NATS credentials file (user JWT and seed)"}
+	NATSAllowInsecure = &Setting{Name: "nats-allow-insecure", Flag: "nats-allow-insecure", Env: "SCRATCHRUN_NATS_ALLOW_INSECURE", Type: Bool, Default: "0",
+		Commands: cluster, Help: "let NATS servers beyond loopback be reached without TLS or credentials (calls carry code and secrets: only on a network you trust for that)"}
+	WorkerID = &Setting{Name: "id", Flag: "id", Env: "SCRATCHRUN_WORKER_ID", Type: String, Meta: "ID",
+		DefaultText: "the NATS user, else the host name, with other characters made -",
+		Commands:    []Command{Worker}, Help: "the worker's id in the cluster: letters, digits, - and _"}
+	WorkerRuntimes = &Setting{Name: "runtimes", Flag: "runtimes", Env: "SCRATCHRUN_WORKER_RUNTIMES", Type: List, DefaultText: "every installed one",
+		Commands: []Command{Worker}, Help: "offer only these runtimes (comma-separated)"}
+	HealthAddr = &Setting{Name: "health-addr", Flag: "health-addr", Env: "SCRATCHRUN_HEALTH_ADDR", Type: Addr, Zero: "off",
+		Commands: []Command{Worker}, Help: "serve /healthz and /readyz here for probes"}
+)
+
+// All is every setting, in the order the docs list them.
+var All = []*Setting{
+	DefaultTimeout, MaxTimeout, DefaultMemory, MaxMemory, OutputLimit, MaxReturn, MaxPids, CPUMillicores, TmpMB, WritableMB,
+	Capacity, MemoryBudget, CallFloor, CPUThreshold, Queue, QueueWait,
+	PoolFloor, PoolMax, PoolMemory, PoolBuilders,
+	NetworkDefault, AllowEgress, DNS, EgressAllow, EgressBlock, EgressSubnet, EgressMaxConnections, EgressConnectionsPerSecond,
+	Isolation, StateDir, CgroupParent, AllowUnenforced, Runsc, GVisorPlatform, QEMU, MicroVMKernel, MicroVMAccel, MicroVMSnapshots, DataDir, Debug,
+	ListenAddr, DB, AllowNoAuth, MaxBody, MaxConns, MetricsAddr, AllowPublicMetrics, ConsoleToken, MCPMaxSessions, MCPSessionsPerKey, MCPSessionIdle,
+	MCPHTTP, MCPToken, APIKey, APIURL,
+	NATS, NATSCA, NATSCert, NATSKey, NATSUser, NATSPassword, NATSPasswordFile, NATSNKey, NATSCreds, NATSAllowInsecure, WorkerID, WorkerRuntimes, HealthAddr,
+}
