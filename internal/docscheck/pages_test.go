@@ -14,12 +14,6 @@ const root = "../.."
 // needs in the first five minutes, with the manual under docs/.
 const readmeMaxLines = 300
 
-// pendingPages are pages other work generates, linked before they land:
-// a link to one is not a problem while the page is absent, and the entry
-// must go once it is there. docs/configuration.md is generated from the
-// settings registry (issue 24, part 2), merged separately.
-var pendingPages = map[string]bool{"docs/configuration.md": true}
-
 // pages are the Markdown pages a reader of the repository meets: those at
 // the top (README.md, BENCHMARKS.md) and the manual in docs/.
 func pages(t *testing.T) []string {
@@ -53,15 +47,7 @@ func TestPageLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range problems {
-		if p.NoFile && pendingPages[p.Path] {
-			continue
-		}
 		t.Error(p)
-	}
-	for page := range pendingPages {
-		if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(page))); err == nil {
-			t.Errorf("%s exists now: remove it from pendingPages, so that links to it are checked", page)
-		}
 	}
 }
 
