@@ -42,6 +42,17 @@ if [[ -n "$unformatted" ]]; then
 fi
 go vet -tags hostile ./...
 
+# No code that nothing reaches (test helpers included), and go.mod and
+# go.sum exactly what the code needs: deadcode is pinned as a tool in go.mod.
+printf '\n==> deadcode -test and go mod tidy -diff\n' >&2
+dead="$(go tool deadcode -test -tags hostile ./...)"
+if [[ -n "$dead" ]]; then
+  echo "unreachable code:" >&2
+  echo "$dead" >&2
+  exit 1
+fi
+go mod tidy -diff
+
 # -tags hostile adds the hostile-input suite. -p 1: one package's sandboxes at
 # a time, so that tests with timeouts are not starved on a 2-core machine.
 printf '\n==> full tier: go test as root (with the hostile-input suite)\n' >&2
