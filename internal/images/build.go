@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/scratchrun/scratchrun/internal/images/layertar"
 )
 
 // Build builds the images named by names (image names, or runtime names
@@ -171,20 +173,35 @@ func (s *Store) buildOne(ctx context.Context, step string, img imageRecipe, hash
 }
 
 // extractFile extracts the tarball at tarPath into a new directory rootfs.
-func (s *Store) extractFile(ctx context.Context, tarPath, rootfs string) (extractStats, error) {
+func (s *Store) extractFile(ctx context.Context, tarPath, rootfs string) (layertar.Stats, error) {
 	f, err := os.Open(tarPath)
 	if err != nil {
-		return extractStats{}, err
+		return layertar.Stats{}, err
 	}
 	defer f.Close()
 	if err := os.Mkdir(rootfs, 0o755); err != nil {
-		return extractStats{}, err
+		return layertar.Stats{}, err
 	}
-	stats, err := extractTar(ctxReader{ctx, bufio.NewReaderSize(f, 1<<20)}, rootfs, s.shift)
+	stats, err := s.extractRootfs(ctxReader{ctx, bufio.NewReaderSize(f, 1<<20)}, rootfs)
 	if err != nil {
 		return stats, fmt.Errorf("extract %s: %w", tarPath, err)
 	}
 	return stats, nil
+}
+
+// extractRootfs writes the root filesystem tarball r into rootfs, an
+// existing directory, shifted for this store: how a build's output and an
+// imported tarball become an image.
+func (s *Store) extractRootfs(r io.Reader, rootfs string) (layertar.Stats, error) {
+	x, err := layertar.New(rootfs, layertar.Options{Shift: s.shift})
+	if err != nil {
+		return layertar.Stats{}, err
+	}
+	if err := x.Apply(r); err != nil {
+		x.Close()
+		return layertar.Stats{}, err
+	}
+	return x.Finish()
 }
 
 // finishImage writes image.json into tmp, opens tmp up to 0755 (MkdirTemp

@@ -1,28 +1,45 @@
 // Package images holds ScratchRun's runtime catalog and the on-disk image
-// store behind it.
+// store behind it: what runtimes exist, how their images get onto the disk,
+// and how a runtime name resolves to a root filesystem.
 //
 // The catalog is data (catalog.json, embedded): a list of image recipes
 // (Debian suite, packages, customize hooks) and a list of runtimes (which
 // image, which command line, which file name the code is written to). Adding
 // a runtime is adding an entry, not code.
 //
-// The store keeps one read-only root filesystem per image under
-// <root>/images/<name>-<hash12>/rootfs, where hash12 names the recipe (see
-// recipeHash), so a changed recipe never reuses a stale tree. Images are
-// built with mmdebstrap or imported from a rootfs tarball; both are written
-// to a temporary directory and renamed into place only when complete, so a
-// killed build never looks installed. Extraction shifts file ownership by a
-// UID base so that a sandbox whose user namespace maps 0..65535 onto that
-// base sees the image as owned by its own root. It drops every set-id bit
-// of files and every world-write bit (see fileMode): the store is readable
-// by every host user, and its files belong to the sandboxes' uid.
+// The store, under <root> (/var/lib/scratchrun by default), holds:
 //
-// OCI images (pulled, or imported from an archive or a layout) are bounded
-// in the disk they take (PullLimits), and every blob is read to its end and
-// checked against its size and digest before the image is stored.
+//   - images/<name>-<hash12>/ with rootfs/ and image.json, one read-only
+//     tree per image. A catalog image is named by its recipe (recipeHash),
+//     so a changed recipe never reuses a stale tree; an imported tarball by
+//     the tarball's sha256; an OCI image (oci-<digest12>) by its manifest's
+//     digest, shared by every runtime made from it.
+//   - runtimes.d/<name>.json, the runtimes an operator added: from a
+//     rootfs tarball (Import) or from an OCI image (Pull from a registry,
+//     ImportImage from a docker save archive or an OCI layout).
+//   - aliases.json, names that resolve to another runtime (SetAlias).
+//
+// Images get there four ways, each written to a .tmp- directory and
+// renamed into place only when complete, under the store's lock file, so a
+// killed build never looks installed: Build runs mmdebstrap and the
+// catalog's customize hooks; Import extracts a rootfs tarball; Pull and
+// ImportImage apply an OCI image's layers, bottom first. Every tar stream,
+// a build's own output too, goes through one extractor, package layertar,
+// which treats it as hostile (nothing written outside the rootfs, no link
+// followed out, no set-id bit kept: see its doc). The store's part is what
+// comes around it: OCI images are bounded in the disk they take
+// (PullLimits), and every blob is read to its end and checked against its
+// size and digest, and every layer against its diff ID, before the image
+// is stored; a runtime's program must exist in its image.
+//
+// Ownership is shifted by a UID base (Options.UIDBase) when the store is
+// root's, so that a sandbox whose user namespace maps 0..65535 onto that
+// base sees the image as owned by its own root; world-write bits are
+// dropped then (host users are all "other" to such an image). No file in
+// the store has a set-id bit: the store is readable by every host user, and
+// images written before that rule are stripped when their owner opens the
+// store (setid.go); an image not known to be stripped is not used.
 //
 // This package must never run user code: it runs mmdebstrap and the fixed
-// customize hooks of the catalog at build time, and nothing else. Tarballs
-// it extracts are treated as hostile: no entry can write outside the
-// rootfs it is extracted into.
+// customize hooks of the catalog at build time, and nothing else.
 package images

@@ -8,6 +8,9 @@ import (
 	"testing"
 )
 
+// testBase is the uid base the tests' stores shift images by.
+const testBase uint32 = 1500000000
+
 func gzipBytes(t *testing.T, data []byte) []byte {
 	t.Helper()
 	var buf bytes.Buffer

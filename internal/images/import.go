@@ -80,7 +80,7 @@ func (s *Store) Import(name, tarPath string, command []string, file string, env 
 	if err != nil {
 		return fmt.Errorf("tarball %s: %w", absTar, err)
 	}
-	stats, err := extractTar(tr, rootfs, s.shift)
+	stats, err := s.extractRootfs(tr, rootfs)
 	if err != nil {
 		return fmt.Errorf("tarball %s: %w", absTar, err)
 	}
@@ -198,13 +198,13 @@ func (s *Store) ensureMountPoints(rootfs string) error {
 		if err != nil {
 			return fmt.Errorf("open /%s: %w", d.name, err)
 		}
-		if s.shift.chown {
-			err = unix.Fchown(fd, s.shift.mapID(0), s.shift.mapID(0))
+		if s.shift.Chown {
+			err = unix.Fchown(fd, s.shift.MapID(0), s.shift.MapID(0))
 		}
 		if err == nil {
 			// diskMode: world-writable only to the sandbox, as
 			// every directory the extractor writes.
-			err = unix.Fchmod(fd, s.shift.diskMode(d.mode))
+			err = unix.Fchmod(fd, s.shift.DiskMode(d.mode))
 		}
 		unix.Close(fd)
 		if err != nil {

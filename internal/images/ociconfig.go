@@ -109,8 +109,8 @@ func (s *Store) ensureIdentity(rootfs string) error {
 			return fmt.Errorf("write /etc/%s: %w", f.name, err)
 		}
 		_, err = unix.Write(fd, []byte(f.body))
-		if err == nil && s.shift.chown {
-			err = unix.Fchown(fd, s.shift.mapID(0), s.shift.mapID(0))
+		if err == nil && s.shift.Chown {
+			err = unix.Fchown(fd, s.shift.MapID(0), s.shift.MapID(0))
 		}
 		if err == nil {
 			err = unix.Fchmod(fd, 0o644)
@@ -130,8 +130,8 @@ func (s *Store) ownAt(dirfd int, name string, mode uint32) error {
 		return err
 	}
 	defer unix.Close(fd)
-	if s.shift.chown {
-		if err := unix.Fchown(fd, s.shift.mapID(0), s.shift.mapID(0)); err != nil {
+	if s.shift.Chown {
+		if err := unix.Fchown(fd, s.shift.MapID(0), s.shift.MapID(0)); err != nil {
 			return err
 		}
 	}

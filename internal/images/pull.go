@@ -17,6 +17,8 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/scratchrun/scratchrun/internal/images/layertar"
 )
 
 // RuntimeSpec is what an operator says about a runtime made from an OCI
@@ -299,23 +301,24 @@ func (s *Store) storeOCI(ctx context.Context, img *ociImage, command []string, l
 	if err := os.Mkdir(rootfs, 0o755); err != nil {
 		return nil, err
 	}
-	lx, err := newLayerExtractor(rootfs, s.shift)
-	if err != nil {
-		return nil, err
-	}
 	budget, err := newPullBudget(limits, s.imagesDir)
 	if err != nil {
-		lx.close()
 		return nil, fmt.Errorf("%s: %w", img.ref, err)
+	}
+	// Bottom layer first, into one tree; Bytes of its stats counts files
+	// later layers replaced too: treeSize is the image's size.
+	lx, err := layertar.New(rootfs, layertar.Options{Shift: s.shift, Layers: true, Charge: budget.addWritten})
+	if err != nil {
+		return nil, err
 	}
 	checkBlob := img.source != SourceDockerArchive
 	for i, l := range layers {
 		if err := s.applyLayer(ctx, lx, l, cfg.RootFS.DiffIDs[i], checkBlob, budget, fmt.Sprintf("layer %d/%d", i+1, len(layers)), progress); err != nil {
-			lx.close()
+			lx.Close()
 			return nil, fmt.Errorf("%s: %w", img.ref, err)
 		}
 	}
-	if _, err := lx.finish(); err != nil {
+	if _, err := lx.Finish(); err != nil {
 		return nil, fmt.Errorf("%s: %w", img.ref, err)
 	}
 	if err := s.ensureMountPoints(rootfs); err != nil {
@@ -366,7 +369,7 @@ func (s *Store) storeOCI(ctx context.Context, img *ociImage, command []string, l
 // docker save archive's layers, whose digests the client computes from
 // the archive's own bytes, are checked by diff ID alone. budget bounds
 // what the layer may extract.
-func (s *Store) applyLayer(ctx context.Context, lx *layerExtractor, l v1.Layer, diffID v1.Hash, checkBlob bool, budget *pullBudget, what string, progress io.Writer) error {
+func (s *Store) applyLayer(ctx context.Context, lx *layertar.Extractor, l v1.Layer, diffID v1.Hash, checkBlob bool, budget *pullBudget, what string, progress io.Writer) error {
 	digest, err := l.Digest()
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
@@ -400,9 +403,7 @@ func (s *Store) applyLayer(ctx context.Context, lx *layerExtractor, l v1.Layer, 
 	h := sha256.New()
 	counted := &countingHash{h: h}
 	r := io.TeeReader(budgetReader{stream, budget.addStream}, counted)
-	lx.x.charge = budget.addWritten
-	err = lx.apply(r)
-	lx.x.charge = nil
+	err = lx.Apply(r)
 	if err == nil {
 		// The tar's end-of-archive blocks may be followed by padding:
 		// the diff ID covers the whole stream, and reading it to its end

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/scratchrun/scratchrun/internal/images/layertar"
 )
 
 // DefaultRoot is the store's root directory when Options.Root is empty.
@@ -46,7 +48,7 @@ type Store struct {
 	root        string
 	imagesDir   string
 	runtimesDir string
-	shift       idShift
+	shift       layertar.Shift
 	cat         *catalog
 
 	mu       sync.Mutex
@@ -99,8 +101,8 @@ func OpenStore(opts Options) (*Store, error) {
 	if base == 0 {
 		base = DefaultUIDBase
 	}
-	if uint64(base)+idRange-1 > math.MaxUint32-1 {
-		return nil, fmt.Errorf("UIDBase: %d leaves no room for %d ids below 2^32-1", base, idRange)
+	if uint64(base)+layertar.IDRange-1 > math.MaxUint32-1 {
+		return nil, fmt.Errorf("UIDBase: %d leaves no room for %d ids below 2^32-1", base, layertar.IDRange)
 	}
 	cat, err := builtinCatalog()
 	if err != nil {
@@ -110,7 +112,7 @@ func OpenStore(opts Options) (*Store, error) {
 		root:        root,
 		imagesDir:   filepath.Join(root, "images"),
 		runtimesDir: filepath.Join(root, "runtimes.d"),
-		shift:       idShift{chown: os.Geteuid() == 0, base: base},
+		shift:       layertar.Shift{Chown: os.Geteuid() == 0, Base: base},
 		cat:         cat,
 	}
 	// 0755: the sandbox's root (a shifted uid) must be able to reach
@@ -138,8 +140,8 @@ func (s *Store) Root() string { return s.root }
 // uidBase is the host uid owning the image's root files: the configured
 // base as root, the caller's uid otherwise (nothing is chowned then).
 func (s *Store) uidBase() uint32 {
-	if s.shift.chown {
-		return s.shift.base
+	if s.shift.Chown {
+		return s.shift.Base
 	}
 	return uint32(os.Geteuid())
 }

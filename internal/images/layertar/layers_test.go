@@ -1,4 +1,4 @@
-package images
+package layertar
 
 import (
 	"archive/tar"
@@ -18,17 +18,17 @@ func applyLayers(t *testing.T, layers ...[]byte) (string, error) {
 	t.Helper()
 	dest := t.TempDir()
 	t.Cleanup(func() { removeTree(dest) })
-	lx, err := newLayerExtractor(dest, idShift{chown: isRoot(), base: testBase})
+	lx, err := New(dest, Options{Shift: Shift{Chown: isRoot(), Base: testBase}, Layers: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, l := range layers {
-		if err := lx.apply(bytes.NewReader(l)); err != nil {
-			lx.close()
+		if err := lx.Apply(bytes.NewReader(l)); err != nil {
+			lx.Close()
 			return dest, err
 		}
 	}
-	_, err = lx.finish()
+	_, err = lx.Finish()
 	return dest, err
 }
 

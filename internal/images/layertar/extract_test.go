@@ -1,4 +1,4 @@
-package images
+package layertar
 
 import (
 	"archive/tar"
@@ -11,8 +11,6 @@ import (
 
 	"github.com/scratchrun/scratchrun/internal/images/imagestest"
 )
-
-const testBase uint32 = 1500000000
 
 func TestExtractShiftsOwnershipAndKeepsModesButSetID(t *testing.T) {
 	dest := t.TempDir()
@@ -40,7 +38,7 @@ func TestExtractShiftsOwnershipAndKeepsModesButSetID(t *testing.T) {
 		{Name: "./run/fifo", Type: tar.TypeFifo, Mode: 0o600},
 		{Name: "./dev/null2", Type: tar.TypeLink, Link: "./dev/null"},
 	})
-	stats, err := extractTar(bytes.NewReader(data), dest, idShift{chown: isRoot(), base: testBase})
+	stats, err := extractTar(bytes.NewReader(data), dest, Shift{Chown: isRoot(), Base: testBase})
 	if err != nil {
 		t.Fatalf("extract: %v", err)
 	}
@@ -125,7 +123,7 @@ func TestExtractRootWithoutDotEntryIsShifted(t *testing.T) {
 	}
 	dest := t.TempDir()
 	data := imagestest.Tar(t, []imagestest.Entry{{Name: "bin/sh", Type: tar.TypeReg, Mode: 0o755, Body: "x"}})
-	if _, err := extractTar(bytes.NewReader(data), dest, idShift{chown: true, base: testBase}); err != nil {
+	if _, err := extractTar(bytes.NewReader(data), dest, Shift{Chown: true, Base: testBase}); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []string{".", "bin"} {
@@ -208,7 +206,7 @@ func TestExtractHostileTarballs(t *testing.T) {
 			}
 			writeFile(t, filepath.Join(outside, "secret"), []byte("secret"))
 			data := imagestest.Tar(t, tc.entries(outside))
-			_, err := extractTar(bytes.NewReader(data), dest, idShift{chown: isRoot(), base: testBase})
+			_, err := extractTar(bytes.NewReader(data), dest, Shift{Chown: isRoot(), Base: testBase})
 			if tc.unsafe && !errors.Is(err, ErrUnsafeEntry) {
 				t.Errorf("err = %v, want ErrUnsafeEntry", err)
 			}
