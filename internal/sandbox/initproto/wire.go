@@ -1,6 +1,7 @@
 package initproto
 
 import (
+	"bytes"
 	"encoding"
 	"encoding/binary"
 	"errors"
@@ -69,11 +70,16 @@ func ReadMessage(r io.Reader, max int64, m encoding.BinaryUnmarshaler) error {
 	if int64(n) > max {
 		return fmt.Errorf("message of %d bytes is over its limit of %d", n, max)
 	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(r, body); err != nil {
+	// The body grows as its bytes arrive, not to the length the head
+	// declares: a hostile init must send what it makes the engine hold.
+	body := bytes.NewBuffer(make([]byte, 0, min(n, 64<<10)))
+	if got, err := body.ReadFrom(io.LimitReader(r, int64(n))); err != nil || got < int64(n) {
+		if err == nil {
+			err = io.ErrUnexpectedEOF
+		}
 		return fmt.Errorf("message cut short: %w", err)
 	}
-	return m.UnmarshalBinary(body)
+	return m.UnmarshalBinary(body.Bytes())
 }
 
 type encoder struct{ b []byte }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -101,5 +102,25 @@ func TestSetupOfAnotherVersionIsRefused(t *testing.T) {
 	}
 	if want := fmt.Sprintf("the engine speaks init protocol version %d and this init version %d", ProtocolVersion+1, ProtocolVersion); !strings.Contains(err.Error(), want) {
 		t.Errorf("error %q does not say %q", err, want)
+	}
+}
+
+// A head that declares a large body makes the reader hold only the bytes
+// that arrive: a hostile init that declares 256 MiB and sends ten bytes
+// costs the engine kilobytes, and its message is refused as cut short.
+func TestReadMessageHoldsOnlyWhatArrives(t *testing.T) {
+	var head [4]byte
+	binary.LittleEndian.PutUint32(head[:], 256<<20)
+	stream := append(head[:], "ten bytes!"...)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	err := ReadMessage(bytes.NewReader(stream), 512<<20, &ResultMessage{})
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.Contains(err.Error(), "cut short") {
+		t.Errorf("a body cut short: %v", err)
+	}
+	if held := after.TotalAlloc - before.TotalAlloc; held > 1<<20 {
+		t.Errorf("reading a 10-byte body declared as 256 MiB allocated %d bytes", held)
 	}
 }
