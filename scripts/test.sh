@@ -53,6 +53,12 @@ if [[ -n "$dead" ]]; then
 fi
 go mod tidy -diff
 
+# The fuzz targets of the trust boundaries (tar extractor, init's messages,
+# cluster frames, the strict request decoder), a short budget each; their
+# seed corpora already ran in the fast tier.
+printf '\n==> fuzz: each target for %s (scripts/fuzz.sh)\n' "${FUZZTIME:-10s}" >&2
+scripts/fuzz.sh
+
 # -tags hostile adds the hostile-input suite. -p 1: one package's sandboxes at
 # a time, so that tests with timeouts are not starved on a 2-core machine.
 printf '\n==> full tier: go test as root (with the hostile-input suite)\n' >&2
