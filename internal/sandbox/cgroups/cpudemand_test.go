@@ -69,7 +69,15 @@ func TestGroupCPUDemandOfAStarvedProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.RemoveParent()
+	// Last of the cleanups: the groups below go first.
+	t.Cleanup(func() {
+		if err := m.RemoveParent(); err != nil {
+			t.Error(err)
+		}
+		if left := m.Leftovers(); len(left) != 0 {
+			t.Errorf("left behind: %v", left)
+		}
+	})
 	group := func(name, weight string) *Group {
 		g, err := m.Create(name, Limits{})
 		if err != nil {
