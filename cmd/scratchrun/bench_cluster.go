@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/scratchrun/scratchrun/internal/bench"
+	"github.com/scratchrun/scratchrun/internal/buildinfo"
 	"github.com/scratchrun/scratchrun/internal/cluster"
 	"github.com/scratchrun/scratchrun/internal/cluster/frontend"
 	"github.com/scratchrun/scratchrun/internal/cluster/worker"
@@ -74,7 +75,7 @@ func benchCluster(ctx context.Context, o clusterBenchOptions) int {
 		return fail(err)
 	}
 	defer workerConn.Close()
-	w, err := worker.Start(worker.Config{ID: id, Conn: workerConn, Engine: eng, Runtimes: pc.Runtimes, Version: version, Logger: log})
+	w, err := worker.Start(worker.Config{ID: id, Conn: workerConn, Engine: eng, Runtimes: pc.Runtimes, Version: buildinfo.Get().Version, Logger: log})
 	if err != nil {
 		return fail(err)
 	}

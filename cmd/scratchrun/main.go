@@ -35,37 +35,53 @@ func run(args []string) int {
 		return exitUsage
 	}
 	switch args[0] {
-	case "exec":
-		return cmdExec(args[1:])
-	case "images":
-		return cmdImages(args[1:])
-	case "mcp":
-		return cmdMCP(args[1:])
-	case "serve":
-		return cmdServe(args[1:])
-	case "worker":
-		return cmdWorker(args[1:])
-	case "keys":
-		return cmdKeys(args[1:])
-	case "bench":
-		return cmdBench(args[1:])
-	case "settings":
-		return cmdSettings(args[1:])
-	case "version", "--version":
-		fmt.Println("scratchrun", version)
-		return 0
 	case "help", "-h", "--help":
 		usage()
 		return 0
-	default:
-		fmt.Fprintf(os.Stderr, "scratchrun: unknown command %q\n\n", args[0])
-		usage()
-		return exitUsage
+	case "--version":
+		return cmdVersion(args[1:])
 	}
+	for _, c := range commands {
+		if c.name == args[0] {
+			return c.run(args[1:])
+		}
+	}
+	fmt.Fprintf(os.Stderr, "scratchrun: unknown command %q\n\n", args[0])
+	usage()
+	return exitUsage
 }
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// command is one of scratchrun's commands: dispatch, the usage and the
+// shell completions (completion.go) all go by this list.
+type command struct {
+	name string
+	run  func(args []string) int
+	// summary is the usage's line for it ("" for a command the usage
+	// does not list: settings, which makes the generated docs).
+	summary string
+	// complete is what its completion offers below the command's name.
+	complete completion
+}
+
+// commands are scratchrun's commands, in the usage's order. The list is
+// filled in init: cmdCompletion reads it, and a literal could not refer
+// to the function that reads it.
+var commands []command
+
+func init() {
+	commands = []command{
+		{"exec", cmdExec, "run code in a fresh sandbox", execCompletion},
+		{"mcp", cmdMCP, "serve the scratchrun_exec MCP tool", mcpCompletion},
+		{"serve", cmdServe, "run the HTTP API server; with --nats, a cluster's front end", serveCompletion},
+		{"worker", cmdWorker, "serve a cluster's calls with this machine's engine", workerCompletion},
+		{"keys", cmdKeys, "manage the server's API keys", keysCompletion},
+		{"images", cmdImages, "manage runtime images", imagesCompletion},
+		{"bench", cmdBench, "measure a workload in sandboxes", benchCompletion},
+		{"version", cmdVersion, "print the version", versionCompletion},
+		{"completion", cmdCompletion, "print a shell's completion script", completionCompletion},
+		{"settings", cmdSettings, "", completion{}},
+	}
+}
 
 func usage() {
 	fmt.Fprint(os.Stderr, `usage: scratchrun COMMAND [flags]
@@ -90,7 +106,8 @@ commands:
   bench     measure a workload in sandboxes against the same interpreter run bare
               scratchrun bench --workload python-print|bash-echo|node-print|chart [--n N] [--concurrency C] [--network none|egress] [--json]
               scratchrun bench --cluster --nats URL [--workload bash-echo,python-print] [--n N] [--interval 100ms]
-  version   print the version
+  version   print the version, commit, build date and Go version (--json)
+  completion  print a shell's completion script: scratchrun completion bash|zsh|fish
 
 Run 'scratchrun COMMAND --help' for a command's flags and environment
 variables; docs/configuration.md lists every setting.

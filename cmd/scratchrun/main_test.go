@@ -31,6 +31,11 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// The test binary as the command itself (asCLI), for tests of what a
+	// command prints in the fast tier, where the binary is not built.
+	if os.Getenv(asCLIEnv) == "1" {
+		os.Exit(run(os.Args[1:]))
+	}
 	flag.Parse()
 	if testing.Short() {
 		// The fast tier: the tests of the built binary skip (they need

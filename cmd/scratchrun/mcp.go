@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/scratchrun/scratchrun/internal/buildinfo"
 	"github.com/scratchrun/scratchrun/internal/execapi"
 	"github.com/scratchrun/scratchrun/internal/httpapi"
 	"github.com/scratchrun/scratchrun/internal/mcpserver"
@@ -49,7 +50,7 @@ func cmdMCP(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	runs := &trackedService{Service: svc, base: ctx}
-	opts := c.sessions.apply(mcpserver.Options{Logger: log, Version: version, Redact: append(redact, c.token)})
+	opts := c.sessions.apply(mcpserver.Options{Logger: log, Version: buildinfo.Get().Version, Redact: append(redact, c.token)})
 
 	var status int
 	if c.http != "" {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/scratchrun/scratchrun/internal/buildinfo"
 	"github.com/scratchrun/scratchrun/internal/console"
 	"github.com/scratchrun/scratchrun/internal/execapi"
 	"github.com/scratchrun/scratchrun/internal/httpapi"
@@ -99,7 +100,7 @@ func runServe(c serveConfig) int {
 		Conns:        c.conns,
 		ListenAddr:   c.listen,
 		MCP: func(svc execapi.Service) http.Handler {
-			return mcpserver.HTTPHandler(svc, c.sessions.apply(mcpserver.Options{Logger: log, Version: version}))
+			return mcpserver.HTTPHandler(svc, c.sessions.apply(mcpserver.Options{Logger: log, Version: buildinfo.Get().Version}))
 		},
 		Console: mountConsole,
 		Logger:  log,

@@ -17,6 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/scratchrun/scratchrun/internal/buildinfo"
 	"github.com/scratchrun/scratchrun/internal/cluster"
 	"github.com/scratchrun/scratchrun/internal/cluster/worker"
 	"github.com/scratchrun/scratchrun/internal/httpapi"
@@ -62,7 +63,7 @@ func cmdWorker(args []string) int {
 		}
 	}
 	w, err := worker.Start(worker.Config{ID: c.id, Conn: nc, Engine: eng, Runtimes: c.runtimes, Aliases: images.Aliases,
-		Version: version, Logger: log})
+		Version: buildinfo.Get().Version, Logger: log})
 	if err != nil {
 		closeEngine()
 		fmt.Fprintf(os.Stderr, "scratchrun worker: %v\n", err)
