@@ -99,6 +99,7 @@ func runServe(c serveConfig) int {
 		MaxBodyBytes: c.bodyLimit,
 		Conns:        c.conns,
 		ListenAddr:   c.listen,
+		Version:      buildinfo.Get().Version,
 		MCP: func(svc execapi.Service) http.Handler {
 			return mcpserver.HTTPHandler(svc, c.sessions.apply(mcpserver.Options{Logger: log, Version: buildinfo.Get().Version}))
 		},

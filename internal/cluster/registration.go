@@ -20,12 +20,10 @@ type Registration struct {
 	// call to.
 	ID       string `json:"id"`
 	Instance string `json:"instance"`
-	// Version is the worker's scratchrun version.
-	Version string `json:"version"`
 	// Info is its engine's description, its runtimes cut to those the
-	// worker offers and its Admission always set (what it would admit
-	// now is what placement goes by). On the wire its fields sit beside
-	// the registration's own.
+	// worker offers, its Admission always set (what it would admit now
+	// is what placement goes by) and its Version the worker's scratchrun
+	// version. On the wire its fields sit beside the registration's own.
 	execapi.Info
 	// Aliases are the aliases it resolves (alias -> runtime), if any.
 	Aliases map[string]string `json:"aliases,omitempty"`

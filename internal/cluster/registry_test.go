@@ -66,7 +66,7 @@ func TestWorkerCannotRollUpTheRegistry(t *testing.T) {
 	t.Cleanup(f.Close)
 	register := func(nc *nats.Conn, id, version string, header nats.Header) {
 		t.Helper()
-		data, _ := json.Marshal(cluster.Registration{ID: id, Instance: id, Version: version, Info: execapi.Info{Runtimes: []execapi.RuntimeInfo{{Name: "bash"}}}})
+		data, _ := json.Marshal(cluster.Registration{ID: id, Instance: id, Info: execapi.Info{Version: version, Runtimes: []execapi.RuntimeInfo{{Name: "bash"}}}})
 		m := nats.NewMsg(cluster.RegistrySubject(id))
 		m.Data = data
 		for k, vs := range header {

@@ -15,7 +15,15 @@ type RuntimeInfo struct {
 // policy and limits. Front ends build tool schemas and descriptions from it,
 // so they never promise what the executor cannot do.
 type Info struct {
-	Runtimes []RuntimeInfo `json:"runtimes"`
+	// Version is the scratchrun version of the server that describes
+	// itself (buildinfo): a worker's in its registration, the answering
+	// server's in /v1/runtimes.
+	Version string `json:"version,omitempty"`
+	// WorkerVersions are, from a cluster's front end, the versions its
+	// live workers registered with, each once, sorted: more than one
+	// while an upgrade rolls through the fleet.
+	WorkerVersions []string      `json:"worker_versions,omitempty"`
+	Runtimes       []RuntimeInfo `json:"runtimes"`
 	// Isolation names the sandbox backend, e.g. "namespaces".
 	Isolation string `json:"isolation"`
 	// NetworkDefault is the network mode a request gets when it names none.

@@ -86,6 +86,9 @@ func (s *Server) handleRuntimes(w http.ResponseWriter, r *http.Request) {
 	if info.Runtimes == nil {
 		info.Runtimes = []execapi.RuntimeInfo{}
 	}
+	if info.Version == "" {
+		info.Version = s.cfg.Version
+	}
 	writeJSON(w, http.StatusOK, info)
 }
 

@@ -141,6 +141,8 @@ type serverOptions struct {
 	recordTimeout time.Duration
 	// log receives the server's logs (Config.Logger).
 	log *slog.Logger
+	// version is Config.Version.
+	version string
 }
 
 // testServer is a real server on 127.0.0.1 with its own key database.
@@ -197,7 +199,7 @@ func startServerWith(t *testing.T, o serverOptions, mutate func(*engine.Config))
 		t.Fatal(err)
 	}
 	cfg := Config{Service: svc.(execapi.Service), Policy: svc.Policy(), Keys: keys, MaxBodyBytes: o.maxBody, Conns: o.conns, Metrics: o.metrics,
-		RecordTimeout: o.recordTimeout, Logger: o.log}
+		RecordTimeout: o.recordTimeout, Logger: o.log, Version: o.version}
 	if o.keys != nil {
 		cfg.Keys = o.keys(keys)
 	}

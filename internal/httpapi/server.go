@@ -51,6 +51,10 @@ type Config struct {
 	// loopback listener, a Host naming it is accepted besides loopback
 	// names (see GuardOrigin).
 	ListenAddr string
+	// Version is the server's scratchrun version (buildinfo), which GET
+	// /v1/runtimes shows when the service's description names none (a
+	// cluster's front end describes its workers, not itself).
+	Version string
 	// RecordTimeout bounds each write of a usage or refusal row to Keys
 	// (default DefaultRecordTimeout): past it the row is logged as lost and
 	// the request goes on, so that a key store that hangs holds up no

@@ -275,7 +275,8 @@ func (f *Frontend) Policy() execapi.Policy { return f.cfg.Policy }
 // policy's limits (requests are held to them before any worker sees
 // them). The output and return-file caps are the smallest any live worker
 // has, which every one honours; software emulation is said when any
-// worker's isolation runs under it.
+// worker's isolation runs under it. The workers' versions are listed, each
+// once; the front end's own is its server's to add.
 func (f *Frontend) Describe(context.Context) (execapi.Info, error) {
 	p := f.cfg.Policy
 	info := p.Info()
@@ -285,7 +286,11 @@ func (f *Frontend) Describe(context.Context) (execapi.Info, error) {
 	seen := map[string]bool{}
 	isolations := map[string]bool{}
 	unenforced := map[string]bool{}
+	versions := map[string]bool{}
 	for _, w := range f.Workers() {
+		if w.Version != "" {
+			versions[w.Version] = true
+		}
 		for _, rt := range w.Runtimes {
 			if !seen[rt.Name] {
 				seen[rt.Name] = true
@@ -311,5 +316,6 @@ func (f *Frontend) Describe(context.Context) (execapi.Info, error) {
 	sort.Slice(info.Runtimes, func(i, j int) bool { return info.Runtimes[i].Name < info.Runtimes[j].Name })
 	info.Isolation = strings.Join(slices.Sorted(maps.Keys(isolations)), ", ")
 	info.UnenforcedLimits = append(info.UnenforcedLimits, slices.Sorted(maps.Keys(unenforced))...)
+	info.WorkerVersions = slices.Sorted(maps.Keys(versions))
 	return info, nil
 }

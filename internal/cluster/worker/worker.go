@@ -283,7 +283,10 @@ func (w *Worker) registration() (cluster.Registration, error) {
 	// Only the runtimes the worker offers (a slice of its own: the
 	// engine's may be shared).
 	info.Runtimes = slices.DeleteFunc(slices.Clone(info.Runtimes), func(rt execapi.RuntimeInfo) bool { return !w.offers(rt.Name, nil) })
-	r := cluster.Registration{ID: w.cfg.ID, Instance: w.instance, Version: w.cfg.Version, Info: info, Heartbeat: time.Now().UTC()}
+	if w.cfg.Version != "" {
+		info.Version = w.cfg.Version
+	}
+	r := cluster.Registration{ID: w.cfg.ID, Instance: w.instance, Info: info, Heartbeat: time.Now().UTC()}
 	w.mu.Lock()
 	aliases := w.aliases
 	w.capacity = info.Admission.Capacity
