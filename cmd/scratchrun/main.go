@@ -77,6 +77,7 @@ func init() {
 		{"keys", cmdKeys, "manage the server's API keys", keysCompletion},
 		{"images", cmdImages, "manage runtime images", imagesCompletion},
 		{"bench", cmdBench, "measure a workload in sandboxes", benchCompletion},
+		{"setup", cmdSetup, "ready this machine after a package install", setupCompletion},
 		{"version", cmdVersion, "print the version", versionCompletion},
 		{"completion", cmdCompletion, "print a shell's completion script", completionCompletion},
 		{"settings", cmdSettings, "", completion{}},
@@ -106,6 +107,8 @@ commands:
   bench     measure a workload in sandboxes against the same interpreter run bare
               scratchrun bench --workload python-print|bash-echo|node-print|chart [--n N] [--concurrency C] [--network none|egress] [--json]
               scratchrun bench --cluster --nats URL [--workload bash-echo,python-print] [--n N] [--interval 100ms]
+  setup     ready this machine after a package install: check the kernel, make the
+            state directories, build the runtime images (--dry-run: say what it would do)
   version   print the version, commit, build date and Go version (--json)
   completion  print a shell's completion script: scratchrun completion bash|zsh|fish
 
