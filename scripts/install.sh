@@ -46,8 +46,18 @@ else
   step "Debian packages already installed: ${packages[*]}"
 fi
 
-step "building scratchrun, scratchrun-init and scratchrun-spawn into /usr/local/bin"
-(cd "$repo" && go build -trimpath -o /usr/local/bin/ ./cmd/scratchrun ./cmd/scratchrun-init)
+# The version, commit and date go in by the release's flags (package
+# internal/buildinfo; the names are fixed). Outside a checkout the build
+# says what the toolchain stamps, else "dev".
+ldflags="" version=""
+if git -C "$repo" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  bi=github.com/scratchrun/scratchrun/internal/buildinfo
+  version="$(git -C "$repo" describe --tags --always --dirty)"
+  commit="$(git -C "$repo" rev-parse HEAD)"
+  ldflags="-X $bi.version=$version -X $bi.commit=$commit -X $bi.date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+fi
+step "building scratchrun${version:+ $version}, scratchrun-init and scratchrun-spawn into /usr/local/bin"
+(cd "$repo" && go build -trimpath -ldflags "$ldflags" -o /usr/local/bin/ ./cmd/scratchrun ./cmd/scratchrun-init)
 # The engine's fallback build (spawner.Build) uses the same recipe.
 "$repo"/internal/sandbox/namespaces/spawner/c/build.sh /usr/local/bin/scratchrun-spawn
 scratchrun version

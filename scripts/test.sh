@@ -13,6 +13,17 @@ export PATH="$PATH:/usr/local/go/bin"
 
 scripts/install.sh --no-example
 
+# The completion tests (cmd/scratchrun/completion_test.go) drive bash, zsh
+# and fish for real; they skip a shell that is missing, so CI has all three.
+shells=()
+for p in zsh fish; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || shells+=("$p")
+done
+if ((${#shells[@]})); then
+  printf '\n==> installing %s (shell completion tests)\n' "${shells[*]}" >&2
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${shells[@]}"
+fi
+
 # The fast tier first: the tests of logic under the race detector, as an
 # ordinary user with no images, no PostgreSQL and no root (-short skips the
 # rest, saying why), in a few minutes; a failure stops the run before the
