@@ -20,7 +20,8 @@ type podman struct {
 // podmanSetup runs before each podman command, in a mount namespace of
 // its own (private: nothing it mounts reaches the host's). It hides the
 // hybrid layout's cgroup2 mount, which crun refuses ("cgroups in hybrid
-// mode not supported"; docs: shared/PLATFORM-NOTES.md), and makes /var/lib
+// mode not supported": v1 controllers beside a cgroup2 mount, as on the
+// project's test machines), and makes /var/lib
 // read-only there: podman 4.3 as root keeps a blob-info cache in
 // /var/lib/containers/cache whatever --root says, and keeps it in memory
 // when that directory cannot be made.
