@@ -3,7 +3,8 @@
 // manifests and NATS's Helm values). Its tests read them as the real
 // consumers would — nats-server's own configuration parser, the
 // Kubernetes API types with unknown fields refused — and check what the
-// cluster relies on.
+// cluster relies on; one (container_test.go, full tier) runs the container
+// image the manifests name under podman, as the DaemonSet runs it.
 package deploy
 
 import (
@@ -163,6 +164,18 @@ func TestKubernetesManifests(t *testing.T) {
 		t.Errorf("front end args %v", fe.Args)
 	}
 	checkProbes(t, "front end", fe, int(containerPort(fe, "http")))
+	// One image, scripts/container-image.sh's, whose entrypoint is
+	// scratchrun (TestContainerImageServesUnderPodman runs it so): the
+	// containers pass arguments; the init container names scratchrun,
+	// which is on the image's PATH.
+	for name, c := range map[string]corev1.Container{"worker": worker, "front end": fe} {
+		if len(c.Command) != 0 {
+			t.Errorf("the %s overrides the image's entrypoint with %v", name, c.Command)
+		}
+	}
+	if worker.Image == "" || images.Image != worker.Image || fe.Image != worker.Image {
+		t.Errorf("the worker, its init container and the front end run different images: %q, %q, %q", worker.Image, images.Image, fe.Image)
+	}
 	if dep.Spec.Replicas == nil || *dep.Spec.Replicas < 2 {
 		t.Error("fewer than two front ends: one's loss stops the service")
 	}

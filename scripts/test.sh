@@ -44,6 +44,13 @@ if ! dpkg-query -W -f='${Status}' chromium 2>/dev/null | grep -q "install ok ins
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium
 fi
 
+# The container image's test (deploy/container_test.go) runs it under
+# Debian's podman, with storage of its own (nothing of it persists).
+if ! dpkg-query -W -f='${Status}' podman 2>/dev/null | grep -q "install ok installed"; then
+  printf '\n==> installing podman (the container image test)\n' >&2
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends podman
+fi
+
 printf '\n==> gofmt and go vet\n' >&2
 unformatted="$(gofmt -l .)"
 if [[ -n "$unformatted" ]]; then
@@ -69,6 +76,14 @@ go mod tidy -diff
 # seed corpora already ran in the fast tier.
 printf '\n==> fuzz: each target for %s (scripts/fuzz.sh)\n' "${FUZZTIME:-10s}" >&2
 scripts/fuzz.sh
+
+# The container image the full tier runs under podman, built as a release
+# builds it (scripts/container-image.sh), into a directory removed at exit.
+image_dir="$(mktemp -d)"
+trap 'rm -rf "$image_dir"' EXIT
+printf '\n==> container image: scripts/container-image.sh test\n' >&2
+export SCRATCHRUN_CONTAINER_IMAGE="$image_dir/scratchrun-test.oci.tar"
+scripts/container-image.sh test "$SCRATCHRUN_CONTAINER_IMAGE" >/dev/null
 
 # -tags hostile adds the hostile-input suite. -p 1: one package's sandboxes at
 # a time, so that tests with timeouts are not starved on a 2-core machine.
