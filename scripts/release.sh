@@ -6,6 +6,7 @@
 # nfpm and cyclonedx-gomod are go.mod tools: no download step of their own.
 #
 #   scripts/release.sh [VERSION]     # default: git describe --tags --always --dirty
+#   DIST=/tmp/out scripts/release.sh # into another folder than dist/ (emptied first)
 #
 # Needs Go, a C compiler for this machine and Debian's cross compiler for
 # the other architecture (gcc-aarch64-linux-gnu and libc6-dev-arm64-cross on
@@ -57,7 +58,7 @@ for arch in "${arches[@]}"; do
   command -v "$cc" >/dev/null || die "$cc is missing (scratchrun-spawn for $arch): apt-get install gcc-aarch64-linux-gnu libc6-dev-arm64-cross (for arm64) or gcc-x86-64-linux-gnu libc6-dev-amd64-cross (for amd64); scripts/test.sh installs them"
 done
 
-dist="$repo/dist"
+dist="${DIST:-$repo/dist}" # DIST: another folder (the tests use their own)
 rm -rf "$dist"
 mkdir -p "$dist/build"
 ldflags="-X github.com/scratchrun/scratchrun/internal/buildinfo.version=$version -X github.com/scratchrun/scratchrun/internal/buildinfo.commit=$commit -X github.com/scratchrun/scratchrun/internal/buildinfo.date=$date"
