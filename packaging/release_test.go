@@ -44,7 +44,8 @@ func TestMain(m *testing.M) {
 	flag.Parse()
 	code := env.Run(m)
 	if releaseDir != "" {
-		os.RemoveAll(releaseDir)
+		// The release and the host's binaries extracted beside it.
+		os.RemoveAll(filepath.Dir(releaseDir))
 	}
 	os.Exit(code)
 }
