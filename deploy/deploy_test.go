@@ -417,13 +417,13 @@ func dig(v any, path ...string) any {
 // unprivileged user; both read their settings from an environment file
 // whose example sets what they need.
 func TestSystemdUnits(t *testing.T) {
-	worker := unit(t, "systemd/scratchrun-worker.service")
-	if worker["ExecStart"] != "/usr/local/bin/scratchrun worker" || worker["KillMode"] != "mixed" || worker["KillSignal"] != "SIGTERM" ||
+	worker := unit(t, "../packaging/systemd/scratchrun-worker.service")
+	if worker["ExecStart"] != "/usr/bin/scratchrun worker" || worker["KillMode"] != "mixed" || worker["KillSignal"] != "SIGTERM" ||
 		seconds(worker["TimeoutStopSec"]) < 45 || worker["User"] != "" || worker["DynamicUser"] != "" {
 		t.Errorf("worker unit %v", worker)
 	}
-	fe := unit(t, "systemd/scratchrun-frontend.service")
-	if !strings.HasPrefix(fe["ExecStart"], "/usr/local/bin/scratchrun serve ") || fe["DynamicUser"] != "yes" || fe["NoNewPrivileges"] != "yes" ||
+	fe := unit(t, "../packaging/systemd/scratchrun-frontend.service")
+	if !strings.HasPrefix(fe["ExecStart"], "/usr/bin/scratchrun serve ") || fe["DynamicUser"] != "yes" || fe["NoNewPrivileges"] != "yes" ||
 		seconds(fe["TimeoutStopSec"]) < 45 {
 		t.Errorf("front end unit %v", fe)
 	}

@@ -31,6 +31,18 @@ fi
 printf '\n==> fast tier: go test -short -race ./... as an ordinary user (scripts/fast-tier.sh)\n' >&2
 scripts/fast-tier.sh
 
+# The release's tests (packaging/) build scratchrun-spawn for arm64 with
+# Debian's cross compiler and check the units with systemd-analyze.
+release_packages=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross systemd)
+missing=()
+for p in "${release_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  printf '\n==> installing %s (the release tests: scripts/release.sh)\n' "${missing[*]}" >&2
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
 # The MCP tests drive scratchrun with real clients from npm (test/mcp-node).
 printf '\n==> npm ci in test/mcp-node (MCP client tests)\n' >&2
 command -v node >/dev/null && command -v npm >/dev/null || { apt-get update -qq && apt-get install -y -qq nodejs npm; }
