@@ -38,6 +38,10 @@ func cmdWorker(args []string) int {
 		fmt.Fprintf(os.Stderr, "scratchrun worker: %v\n", err)
 		return exitInternal
 	}
+	if err := pullImagesFrom(images, c.imagesFrom); err != nil {
+		fmt.Fprintf(os.Stderr, "scratchrun worker: %v\n", err)
+		return exitInternal
+	}
 	for _, rt := range c.runtimes {
 		if _, err := images.Resolve(rt); err != nil {
 			return workerUsageError("--runtimes: " + err.Error())
@@ -116,6 +120,7 @@ func cmdWorker(args []string) int {
 type workerConfig struct {
 	id         string
 	runtimes   []string
+	imagesFrom []imageSource
 	healthAddr string
 	// conn is how to reach NATS (its Name and Logger set when used).
 	conn  cluster.ConnOptions
@@ -159,6 +164,9 @@ func parseWorker(args []string) (workerConfig, int, bool) {
 		return c, workerUsageError("--id: " + err.Error()), false
 	}
 	c.runtimes, c.healthAddr = v.List(settings.WorkerRuntimes), v.String(settings.HealthAddr)
+	if c.imagesFrom, err = parseImagesFrom(v.List(settings.ImagesFrom)); err != nil {
+		return c, workerUsageError(err.Error()), false
+	}
 	if c.local, err = parseEngine(v, settings.Worker); err != nil {
 		return c, workerUsageError(err.Error()), false
 	}
