@@ -38,6 +38,12 @@ func cmdWorker(args []string) int {
 		fmt.Fprintf(os.Stderr, "scratchrun worker: %v\n", err)
 		return exitInternal
 	}
+	// From the start: a SIGTERM while the worker pulls, connects or
+	// publishes its first registration must not kill it by the default
+	// action (it would leave its registration behind, undrained).
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, syscall.SIGTERM, os.Interrupt)
+	defer signal.Stop(signals)
 	if err := pullImagesFrom(images, c.imagesFrom); err != nil {
 		fmt.Fprintf(os.Stderr, "scratchrun worker: %v\n", err)
 		return exitInternal
@@ -89,9 +95,6 @@ func cmdWorker(args []string) int {
 	}
 	fmt.Fprintf(os.Stderr, "scratchrun worker: %s serving calls from NATS at %s (%s; %s)\n", c.id, nc.ConnectedUrlRedacted(), shown, admissionText(eng.Admission()))
 
-	signals := make(chan os.Signal, 2)
-	signal.Notify(signals, syscall.SIGTERM, os.Interrupt)
-	defer signal.Stop(signals)
 	sig := <-signals
 	draining.Store(true)
 	fmt.Fprintf(os.Stderr, "scratchrun worker: %s: leaving the registry; runs in flight finish (signal again to cancel them)\n", sig)
