@@ -21,8 +21,8 @@ import (
 
 // fleetLayer is a tree with what a pushed tree must carry through: a
 // hard link, symlinks (one absolute, resolved in the image), a file of
-// another owner, a read-only directory, a long name (PAX) and an old
-// mtime.
+// another owner, a directory of its own mode, a long name (PAX) and an
+// mtime of its own.
 var fleetLayer = []imagestest.Entry{
 	{Name: "usr/", Type: tar.TypeDir, Mode: 0o755},
 	{Name: "usr/bin/", Type: tar.TypeDir, Mode: 0o755},
@@ -32,7 +32,7 @@ var fleetLayer = []imagestest.Entry{
 	{Name: "bin", Type: tar.TypeSymlink, Link: "usr/bin"},
 	{Name: "etc/", Type: tar.TypeDir, Mode: 0o755},
 	{Name: "home/", Type: tar.TypeDir, Mode: 0o755},
-	{Name: "home/app/", Type: tar.TypeDir, Mode: 0o500, UID: 1000, GID: 1000},
+	{Name: "home/app/", Type: tar.TypeDir, Mode: 0o750, UID: 1000, GID: 1000},
 	{Name: "home/app/" + strings.Repeat("long-name-", 12), Type: tar.TypeReg, Mode: 0o600, UID: 1000, GID: 1000, Body: "the app's\n"},
 }
 
