@@ -18,7 +18,7 @@ import (
 
 func cmdImages(args []string) int {
 	if len(args) == 0 {
-		fmt.Fprintln(os.Stderr, "usage: scratchrun images build|list|pull|import|alias|rm|prune ...")
+		fmt.Fprintln(os.Stderr, "usage: scratchrun images build|list|pull|push|import|export|alias|rm|prune ...")
 		return exitUsage
 	}
 	switch args[0] {
@@ -28,8 +28,12 @@ func cmdImages(args []string) int {
 		return imagesList(args[1:])
 	case "pull":
 		return imagesPull(args[1:])
+	case "push":
+		return imagesPush(args[1:])
 	case "import":
 		return imagesImport(args[1:])
+	case "export":
+		return imagesExport(args[1:])
 	case "alias":
 		return imagesAlias(args[1:])
 	case "rm", "remove":
@@ -37,7 +41,7 @@ func cmdImages(args []string) int {
 	case "prune":
 		return imagesPrune(args[1:])
 	default:
-		fmt.Fprintf(os.Stderr, "scratchrun images: unknown subcommand %q (want build, list, pull, import, alias, rm or prune)\n", args[0])
+		fmt.Fprintf(os.Stderr, "scratchrun images: unknown subcommand %q (want build, list, pull, push, import, export, alias, rm or prune)\n", args[0])
 		return exitUsage
 	}
 }
@@ -128,7 +132,7 @@ func imagesImport(args []string) int {
 		return flagExit(err)
 	}
 	if len(pos) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: scratchrun images import NAME ROOTFS.tar|DOCKER-SAVE.tar|OCI-LAYOUT-DIR --command 'CMD ... {file}' --file main.ext")
+		fmt.Fprintln(os.Stderr, "usage: scratchrun images import NAME ROOTFS.tar|DOCKER-SAVE.tar|OCI-LAYOUT-DIR [--command 'CMD ... {file}' --file main.ext]")
 		return exitUsage
 	}
 	spec, err := rf.spec(pos[0])

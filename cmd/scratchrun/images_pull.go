@@ -24,11 +24,11 @@ type runtimeFlags struct {
 
 func addRuntimeFlags(fs *flag.FlagSet) *runtimeFlags {
 	f := &runtimeFlags{
-		command:   fs.String("command", "", "command line inside the image, with {file} where the code file goes, e.g. '/usr/local/bin/python3.12 {file}'"),
-		file:      fs.String("file", "", "name of the code file, e.g. main.py"),
+		command:   fs.String("command", "", "command line inside the image, with {file} where the code file goes, e.g. 'python3.12 {file}' (a bare program is looked up in the image's PATH; default: the image's own spec, as `images push` writes it)"),
+		file:      fs.String("file", "", "name of the code file, e.g. main.py (default: the image's own spec)"),
 		version:   fs.String("version", "", "interpreter version shown to callers (optional)"),
 		libraries: fs.String("libraries", "", "comma-separated libraries shown to callers (optional)"),
-		warm:      fs.String("warm", "", "pre-start the interpreter in warm sandboxes: python or node (optional)"),
+		warm:      fs.String("warm", "", "pre-start the interpreter in warm sandboxes: python, node or none (optional)"),
 		platform:  fs.String("platform", images.DefaultPlatform, "platform to pick from a multi-platform image, os/arch[/variant]"),
 		tag:       fs.String("tag", "", "image to pick from an archive or layout holding several (repository:tag, or the layout's ref name)"),
 	}
@@ -81,7 +81,7 @@ func imagesPull(args []string) int {
 		return flagExit(err)
 	}
 	if len(pos) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: scratchrun images pull NAME REF --command 'CMD ... {file}' --file main.ext [--env K=V] [--platform os/arch]")
+		fmt.Fprintln(os.Stderr, "usage: scratchrun images pull NAME REF|OCI-LAYOUT-DIR|DOCKER-SAVE.tar [--command 'CMD ... {file}' --file main.ext] [--env K=V] [--platform os/arch]\n(an image `images push` or `images export` wrote needs no --command or --file)")
 		return exitUsage
 	}
 	spec, err := rf.spec(pos[0])
@@ -96,8 +96,26 @@ func imagesPull(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := store.Pull(ctx, pos[1], spec, rf.selection(*insecure), os.Stderr); err != nil {
+	if isLocalImage(pos[1]) {
+		// What `images export` wrote, carried to a machine without a
+		// registry: the same store call as `images import`.
+		err = store.ImportImage(ctx, pos[1], spec, rf.selection(false), os.Stderr)
+	} else {
+		err = store.Pull(ctx, pos[1], spec, rf.selection(*insecure), os.Stderr)
+	}
+	if err != nil {
 		return storeExit("pull", err)
 	}
 	return 0
+}
+
+// isLocalImage tells a path (an OCI layout or an archive) from a registry
+// reference: a reference never starts with / or ., and one that happens to
+// name a file here is taken as that file.
+func isLocalImage(arg string) bool {
+	if strings.HasPrefix(arg, "/") || strings.HasPrefix(arg, ".") {
+		return true
+	}
+	_, err := os.Stat(arg)
+	return err == nil
 }

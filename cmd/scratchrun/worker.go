@@ -39,6 +39,16 @@ func cmdWorker(args []string) int {
 		fmt.Fprintf(os.Stderr, "scratchrun worker: %v\n", err)
 		return exitInternal
 	}
+	// From the start: a SIGTERM while the worker pulls, connects or
+	// publishes its first registration must not kill it by the default
+	// action (it would leave its registration behind, undrained).
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, syscall.SIGTERM, os.Interrupt)
+	defer signal.Stop(signals)
+	if err := pullImagesFrom(images, c.imagesFrom); err != nil {
+		fmt.Fprintf(os.Stderr, "scratchrun worker: %v\n", err)
+		return exitInternal
+	}
 	for _, rt := range c.runtimes {
 		if _, err := images.Resolve(rt); err != nil {
 			return workerUsageError("--runtimes: " + err.Error())
@@ -86,9 +96,6 @@ func cmdWorker(args []string) int {
 	}
 	fmt.Fprintf(os.Stderr, "scratchrun worker: %s serving calls from NATS at %s (%s; %s)\n", c.id, nc.ConnectedUrlRedacted(), shown, admissionText(eng.Admission()))
 
-	signals := make(chan os.Signal, 2)
-	signal.Notify(signals, syscall.SIGTERM, os.Interrupt)
-	defer signal.Stop(signals)
 	sig := <-signals
 	draining.Store(true)
 	fmt.Fprintf(os.Stderr, "scratchrun worker: %s: leaving the registry; runs in flight finish (signal again to cancel them)\n", sig)
@@ -117,6 +124,7 @@ func cmdWorker(args []string) int {
 type workerConfig struct {
 	id         string
 	runtimes   []string
+	imagesFrom []imageSource
 	healthAddr string
 	// conn is how to reach NATS (its Name and Logger set when used).
 	conn  cluster.ConnOptions
@@ -160,6 +168,9 @@ func parseWorker(args []string) (workerConfig, int, bool) {
 		return c, workerUsageError("--id: " + err.Error()), false
 	}
 	c.runtimes, c.healthAddr = v.List(settings.WorkerRuntimes), v.String(settings.HealthAddr)
+	if c.imagesFrom, err = parseImagesFrom(v.List(settings.ImagesFrom)); err != nil {
+		return c, workerUsageError(err.Error()), false
+	}
 	if c.local, err = parseEngine(v, settings.Worker); err != nil {
 		return c, workerUsageError(err.Error()), false
 	}

@@ -40,6 +40,14 @@
 // images written before that rule are stripped when their owner opens the
 // store (setid.go); an image not known to be stripped is not used.
 //
+// Images leave the store one way, Push (to a registry) or Export (to an
+// OCI layout or a docker save archive): the tree as one layer, ownership
+// shifted back, written deterministically (treelayer.go), so that a tree
+// pulled back pushes to the same digest; the runtime spec rides in the
+// config's RuntimeLabel, and a pull or import fills what the operator did
+// not say from it. A bare program name in a runtime's command is looked up
+// in the image's PATH inside the tree (resolveProgram).
+//
 // This package must never run user code: it runs mmdebstrap and the fixed
 // customize hooks of the catalog at build time, and nothing else.
 package images

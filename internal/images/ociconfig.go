@@ -14,7 +14,9 @@ import (
 // ociConfig is what the store keeps of an OCI image's config. Of it, only
 // Env reaches the sandbox, as the runtime's environment (under the
 // operator's --env and each request's env): setting variables weakens
-// nothing. The rest is recorded and reported, not applied:
+// nothing; and the runtime spec in its RuntimeLabel fills what the
+// operator did not say of the runtime (it is checked as the operator's
+// flags are). The rest is recorded and reported, not applied:
 //   - User: code runs as the sandbox's root, as in every runtime (an
 //     unprivileged uid on the host, with Docker's capabilities minus
 //     NET_RAW, confined by the user namespace); files the image gives its
@@ -31,6 +33,10 @@ type ociConfig struct {
 	WorkingDir string            `json:"working_dir,omitempty"`
 	Entrypoint []string          `json:"entrypoint,omitempty"`
 	Cmd        []string          `json:"cmd,omitempty"`
+	// Runtime is the runtime spec the image carries (RuntimeLabel), if
+	// any: a pull by digest of a stored image needs it without the
+	// network.
+	Runtime *imageSpec `json:"runtime,omitempty"`
 }
 
 // configMeta extracts what the store keeps of cfg. Variables that could not
@@ -101,6 +107,12 @@ func (s *Store) ensureIdentity(rootfs string) error {
 	}
 	defer unix.Close(etc)
 	for _, f := range identityFiles {
+		// One that is right already is kept as it is, its mtime too: an
+		// image pushed from the store and pulled back is the same tree,
+		// and pushes again to the same digest.
+		if s.identityIsRight(etc, f.name, f.body) {
+			continue
+		}
 		if err := unix.Unlinkat(etc, f.name, 0); err != nil && err != unix.ENOENT {
 			return fmt.Errorf("replace /etc/%s: %w", f.name, err)
 		}
@@ -121,6 +133,26 @@ func (s *Store) ensureIdentity(rootfs string) error {
 		}
 	}
 	return nil
+}
+
+// identityIsRight reports whether etc/name is a regular file holding body,
+// with the mode and owner ensureIdentity gives it.
+func (s *Store) identityIsRight(etc int, name, body string) bool {
+	fd, err := unix.Openat(etc, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Mode&0o7777 != 0o644 || st.Size != int64(len(body)) {
+		return false
+	}
+	if s.shift.Chown && (int(st.Uid) != s.shift.MapID(0) || int(st.Gid) != s.shift.MapID(0)) {
+		return false
+	}
+	buf := make([]byte, len(body)+1)
+	n, _ := unix.Read(fd, buf)
+	return n == len(body) && string(buf[:n]) == body
 }
 
 // ownAt gives name (in dirfd) to the image's root with mode.

@@ -23,12 +23,16 @@ import (
 
 // RuntimeSpec is what an operator says about a runtime made from an OCI
 // image: its name and how code runs in it. The image's own config adds to
-// Env; the rest of the config is recorded, not used (see ociConfig).
+// Env; the rest of the config is recorded, not used (see ociConfig). What
+// the operator leaves empty comes from the spec the image carries, if it
+// carries one (RuntimeLabel, as `images push` writes it): a pull of such
+// an image needs only a name.
 type RuntimeSpec struct {
 	// Name is the runtime's name, e.g. "python3.12".
 	Name string
 	// Command is the argv with FilePlaceholder where the code file goes;
-	// its program must exist in the image.
+	// its program must exist in the image: an absolute path, or a bare
+	// name looked up in the image's PATH (resolveProgram).
 	Command []string
 	// File is the code file's name, e.g. "main.py".
 	File string
@@ -38,8 +42,11 @@ type RuntimeSpec struct {
 	Version   string
 	Libraries []string
 	// Warm pre-starts the interpreter in warm sandboxes: "python" or "node"
-	// with Command[0] as the interpreter, or empty for none.
+	// with Command[0] as the interpreter; "none" (or empty, when the image
+	// says nothing) for none.
 	Warm string
+	// Preload lists modules a heavy warm sandbox imports (see Runtime).
+	Preload []string
 }
 
 // runtime turns the spec into the runtime record for an image.
@@ -52,10 +59,13 @@ func (sp RuntimeSpec) runtime(ref string, digest v1.Hash, imageEnv map[string]st
 	r := Runtime{
 		Name: sp.Name, Image: ref, Digest: digest.String(),
 		Command: slices.Clone(sp.Command), File: sp.File, Env: env,
-		Version: sp.Version, Libraries: slices.Clone(sp.Libraries),
+		Version: sp.Version, Libraries: slices.Clone(sp.Libraries), Preload: slices.Clone(sp.Preload),
+	}
+	if err := checkPreload(sp.Preload); err != nil {
+		return Runtime{}, err
 	}
 	switch sp.Warm {
-	case "":
+	case "", "none":
 	case "python", "node":
 		if len(sp.Command) == 0 {
 			return Runtime{}, errors.New("command: must not be empty")
@@ -67,7 +77,7 @@ func (sp RuntimeSpec) runtime(ref string, digest v1.Hash, imageEnv map[string]st
 		r.Warm = sp.Warm
 		r.WarmCommand = []string{sp.Command[0], flag, "{bootstrap}"}
 	default:
-		return Runtime{}, fmt.Errorf("warm: %q is not python, node or empty", sp.Warm)
+		return Runtime{}, fmt.Errorf("warm: %q is not python, node or none", sp.Warm)
 	}
 	if err := r.validate(); err != nil {
 		return Runtime{}, err
@@ -75,10 +85,56 @@ func (sp RuntimeSpec) runtime(ref string, digest v1.Hash, imageEnv map[string]st
 	return r, nil
 }
 
-// check validates the spec on its own, before any image is fetched.
+// check validates what the spec says on its own, before any image is
+// fetched: what it leaves empty the image may fill (withImage), and a bare
+// program name is looked up in the image later (resolveProgram).
 func (sp RuntimeSpec) check() error {
+	if len(sp.Command) > 0 && !strings.HasPrefix(sp.Command[0], "/") && !isProgramName(sp.Command[0]) {
+		return fmt.Errorf("command: program %q must be an absolute path or a name to look up in the image's PATH", sp.Command[0])
+	}
+	if len(sp.Command) > 0 && isProgramName(sp.Command[0]) {
+		sp.Command = slices.Clone(sp.Command)
+		sp.Command[0] = "/" + sp.Command[0]
+	}
+	if len(sp.Command) == 0 {
+		sp.Command = []string{"/bin/placeholder", FilePlaceholder}
+	}
+	if sp.File == "" {
+		sp.File = "placeholder"
+	}
 	_, err := sp.runtime("ref", v1.Hash{Algorithm: "sha256", Hex: strings.Repeat("0", 64)}, nil)
 	return err
+}
+
+// filled is the spec with what the image's config says where the operator
+// said nothing, checked as check does.
+func (sp RuntimeSpec) filled(cfg ociConfig, ref string) (RuntimeSpec, error) {
+	full := sp.withImage(cfg.Runtime)
+	if len(full.Command) == 0 || full.File == "" {
+		return RuntimeSpec{}, fmt.Errorf("command: %s carries no runtime spec (label %s, written by `scratchrun images push`): give --command and --file", ref, RuntimeLabel)
+	}
+	return full, full.check()
+}
+
+// runtimeIn is the runtime spec makes of an image whose tree is rootfs and
+// whose config is cfg: the image's own spec under the operator's, its
+// environment under the operator's, its program found in the tree.
+func (sp RuntimeSpec) runtimeIn(rootfs string, cfg ociConfig, ref string, digest v1.Hash) (Runtime, error) {
+	full, err := sp.filled(cfg, ref)
+	if err != nil {
+		return Runtime{}, err
+	}
+	pathVar := cfg.Env["PATH"]
+	if p, ok := full.Env["PATH"]; ok {
+		pathVar = p
+	}
+	program, err := resolveProgram(rootfs, full.Command[0], pathVar)
+	if err != nil {
+		return Runtime{}, err
+	}
+	full.Command = slices.Clone(full.Command)
+	full.Command[0] = program
+	return full.runtime(ref, digest, cfg.Env)
 }
 
 // checkNewSpec checks the spec of a runtime the operator adds from an
@@ -234,7 +290,7 @@ func (s *Store) addOCIRuntime(ctx context.Context, img *ociImage, spec RuntimeSp
 	case img.img == nil:
 		return errNotStored
 	default:
-		if stored, err = s.storeOCI(ctx, img, spec.Command, limits, progress); err != nil {
+		if stored, err = s.storeOCI(ctx, img, spec, limits, progress); err != nil {
 			return err
 		}
 	}
@@ -244,12 +300,8 @@ func (s *Store) addOCIRuntime(ctx context.Context, img *ociImage, spec RuntimeSp
 	}
 	// The runtime names the reference it was added from, which may differ
 	// from the one the shared image was first stored under.
-	rt, err := spec.runtime(img.ref, digest, stored.Config.Env)
+	rt, err := spec.runtimeIn(filepath.Join(stored.dir, "rootfs"), stored.Config, img.ref, digest)
 	if err != nil {
-		return err
-	}
-	rootfs := filepath.Join(stored.dir, "rootfs")
-	if err := checkProgram(rootfs, rt.Command[0]); err != nil {
 		return err
 	}
 	for _, line := range stored.Config.notTaken() {
@@ -269,7 +321,7 @@ func (s *Store) addOCIRuntime(ctx context.Context, img *ociImage, spec RuntimeSp
 // digest. It is written beside the store under a .tmp- name and renamed into
 // place only when every layer was read whole and matched its digest, and
 // the runtime's program (command[0]) is in it.
-func (s *Store) storeOCI(ctx context.Context, img *ociImage, command []string, limits PullLimits, progress io.Writer) (_ *imageMeta, err error) {
+func (s *Store) storeOCI(ctx context.Context, img *ociImage, spec RuntimeSpec, limits PullLimits, progress io.Writer) (_ *imageMeta, err error) {
 	start := time.Now()
 	if img.checkPlatform {
 		if img.platform, err = checkPlatform(img.img, img.platform, img.ref); err != nil {
@@ -283,6 +335,15 @@ func (s *Store) storeOCI(ctx context.Context, img *ociImage, command []string, l
 	layers, err := img.img.Layers()
 	if err != nil {
 		return nil, fmt.Errorf("%s: list layers: %w", img.ref, err)
+	}
+	config := configMeta(cfg)
+	if config.Runtime, err = decodeImageSpec(cfg.Config.Labels); err != nil {
+		return nil, fmt.Errorf("%s: %w", img.ref, err)
+	}
+	// What the image and the operator say must make a runtime before any
+	// layer is fetched; its program is looked for once the tree is there.
+	if _, err := spec.filled(config, img.ref); err != nil {
+		return nil, err
 	}
 	if len(cfg.RootFS.DiffIDs) != len(layers) {
 		return nil, fmt.Errorf("%s: the config lists %d layers, the manifest %d", img.ref, len(cfg.RootFS.DiffIDs), len(layers))
@@ -329,7 +390,7 @@ func (s *Store) storeOCI(ctx context.Context, img *ociImage, command []string, l
 	}
 	// Before the image is in place: an image the runtime cannot run in is
 	// not kept.
-	if err := checkProgram(rootfs, command[0]); err != nil {
+	if _, err := spec.runtimeIn(rootfs, config, img.ref, img.digest); err != nil {
 		return nil, err
 	}
 	size, err := treeSize(rootfs)
@@ -347,7 +408,7 @@ func (s *Store) storeOCI(ctx context.Context, img *ociImage, command []string, l
 		Ref:          img.ref,
 		Digest:       img.digest.String(),
 		Platform:     img.platform.String(),
-		Config:       configMeta(cfg),
+		Config:       config,
 	}
 	if img.index != (v1.Hash{}) {
 		meta.IndexDigest = img.index.String()

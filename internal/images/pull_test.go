@@ -398,9 +398,8 @@ func TestRuntimeNamesAndSpecsAreChecked(t *testing.T) {
 		{specNamed("trixie"), ImageSelect{}, "name: \"trixie\" is a catalog image"},
 		{specNamed("python3.12"), ImageSelect{}, "name: \"python3.12\" is an alias of python3.13"},
 		{specNamed("Bad Name"), ImageSelect{}, "name:"},
-		{RuntimeSpec{Name: "nocmd", File: "f"}, ImageSelect{}, "command: must not be empty"},
 		{RuntimeSpec{Name: "noplaceholder", Command: []string{"/bin/sh"}, File: "f"}, ImageSelect{}, "command: must contain the placeholder"},
-		{RuntimeSpec{Name: "nofile", Command: []string{"/bin/sh", "{file}"}}, ImageSelect{}, "file:"},
+		{RuntimeSpec{Name: "relative", Command: []string{"bin/sh", "{file}"}, File: "f"}, ImageSelect{}, "must be an absolute path or a name"},
 		{RuntimeSpec{Name: "badwarm", Command: []string{"/bin/sh", "{file}"}, File: "f", Warm: "ruby"}, ImageSelect{}, "warm:"},
 		{specNamed("badplatform"), ImageSelect{Platform: "linux"}, "platform:"},
 	} {
@@ -411,5 +410,17 @@ func TestRuntimeNamesAndSpecsAreChecked(t *testing.T) {
 	}
 	if reg.BlobDownloads() != 0 {
 		t.Errorf("bad input still downloaded %d blobs", reg.BlobDownloads())
+	}
+	// What the image may fill in is looked for in its config, and a
+	// spec it does not complete downloads no layer.
+	for _, spec := range []RuntimeSpec{{Name: "nocmd", File: "f"}, {Name: "nofile", Command: []string{"/bin/sh", "{file}"}}} {
+		blobs := reg.BlobDownloads()
+		err := s.Pull(context.Background(), reg.Ref("x:1"), spec, ImageSelect{}, nil)
+		if err == nil || !strings.Contains(err.Error(), "carries no runtime spec") || !strings.Contains(err.Error(), "give --command and --file") {
+			t.Errorf("%+v: err = %v", spec, err)
+		}
+		if got := reg.BlobDownloads() - blobs; got != 1 {
+			t.Errorf("%+v: %d blobs downloaded, want the config alone", spec, got)
+		}
 	}
 }

@@ -186,6 +186,8 @@ var (
 		Commands:    []Command{Worker}, Help: "the worker's id in the cluster: letters, digits, - and _"}
 	WorkerRuntimes = &Setting{Name: "runtimes", Flag: "runtimes", Env: "SCRATCHRUN_WORKER_RUNTIMES", Type: List, DefaultText: "every installed one",
 		Commands: []Command{Worker}, Help: "offer only these runtimes (comma-separated)"}
+	ImagesFrom = &Setting{Name: "images-from", Flag: "images-from", Env: "SCRATCHRUN_IMAGES_FROM", Type: List, Meta: "NAME=REF[,NAME=REF...]",
+		Commands: []Command{Worker}, Help: "pull these runtimes at start, before registering: images `scratchrun images push` (or `images export`) wrote; one stored under its digest already is not downloaded again; a failed pull fails the start"}
 	HealthAddr = &Setting{Name: "health-addr", Flag: "health-addr", Env: "SCRATCHRUN_HEALTH_ADDR", Type: Addr, Zero: "off",
 		Commands: []Command{Worker}, Help: "serve /healthz and /readyz here for probes"}
 )
@@ -199,5 +201,5 @@ var All = []*Setting{
 	Isolation, StateDir, CgroupParent, AllowUnenforced, Runsc, GVisorPlatform, QEMU, MicroVMKernel, MicroVMAccel, MicroVMSnapshots, DataDir, Debug,
 	ListenAddr, DB, AllowNoAuth, MaxBody, MaxConns, MetricsAddr, AllowPublicMetrics, ConsoleToken, MCPMaxSessions, MCPSessionsPerKey, MCPSessionIdle,
 	MCPHTTP, MCPToken, APIKey, APIURL,
-	NATS, NATSCA, NATSCert, NATSKey, NATSUser, NATSPassword, NATSPasswordFile, NATSNKey, NATSCreds, NATSAllowInsecure, WorkerID, WorkerRuntimes, HealthAddr,
+	NATS, NATSCA, NATSCert, NATSKey, NATSUser, NATSPassword, NATSPasswordFile, NATSNKey, NATSCreds, NATSAllowInsecure, WorkerID, WorkerRuntimes, ImagesFrom, HealthAddr,
 }

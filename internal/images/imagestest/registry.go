@@ -30,6 +30,9 @@ type Registry struct {
 	corrupt  map[string]bool // blob digests ("sha256:...") served with a byte flipped
 	user     string          // when set, every request needs basic auth with pass
 	pass     string
+	// cutUploads makes every blob upload stop half way: the registry
+	// reads part of the body and drops the connection.
+	cutUploads bool
 }
 
 // NewRegistry starts a registry, stopped when t ends.
@@ -52,7 +55,12 @@ func (r *Registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		r.blobGets++
 		corrupt = r.corrupt[req.URL.Path[strings.LastIndex(req.URL.Path, "/")+1:]]
 	}
+	cut := r.cutUploads && (req.Method == http.MethodPatch || req.Method == http.MethodPut) && strings.Contains(req.URL.Path, "/blobs/uploads/")
 	r.mu.Unlock()
+	if cut {
+		cutUpload(w, req)
+		return
+	}
 	if user != "" {
 		if u, p, ok := req.BasicAuth(); !ok || u != user || p != pass {
 			w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
@@ -75,6 +83,30 @@ func (r *Registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	w.WriteHeader(rec.Code)
 	w.Write(body)
+}
+
+// cutUpload reads part of an upload's body and drops the connection, as a
+// registry (or a proxy before it) that dies mid-upload would.
+func cutUpload(w http.ResponseWriter, req *http.Request) {
+	n := req.ContentLength / 2
+	if n <= 0 {
+		n = 1024
+	}
+	io.CopyN(io.Discard, req.Body, n)
+	if hj, ok := w.(http.Hijacker); ok {
+		if conn, _, err := hj.Hijack(); err == nil {
+			conn.Close()
+			return
+		}
+	}
+	http.Error(w, "upload cut", http.StatusBadRequest)
+}
+
+// CutUploads makes every blob upload from now on fail half way through.
+func (r *Registry) CutUploads() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cutUploads = true
 }
 
 // Host is the registry's host:port.
