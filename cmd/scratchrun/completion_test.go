@@ -65,7 +65,7 @@ var completionCases = []struct {
 	{"scratchrun serve --iso", []string{"--isolation"}},
 	{"scratchrun serve --isolation ", []string{"gvisor", "microvm", "namespaces"}},
 	{"scratchrun worker --network-default ", []string{"egress", "none"}},
-	{"scratchrun images p", []string{"prune", "pull"}},
+	{"scratchrun images p", []string{"prune", "pull", "push"}},
 	{"scratchrun keys create --na", []string{"--name"}},
 	{"scratchrun exec --network ", []string{"egress", "none"}},
 	{"scratchrun completion ", []string{"bash", "fish", "zsh"}},
@@ -236,6 +236,20 @@ func TestCompletionHasEveryCommand(t *testing.T) {
 		}
 		if !slices.Contains(top, c.name) {
 			t.Errorf("%s is not completed", c.name)
+		}
+	}
+}
+
+// Every images subcommand is completed (a new one added to the dispatch
+// and not here fails).
+func TestCompletionHasEveryImagesCommand(t *testing.T) {
+	var offered []string
+	for _, sub := range imagesCompletion.subs {
+		offered = append(offered, sub.name)
+	}
+	for _, c := range imagesCommands {
+		if !slices.Contains(offered, c.name) {
+			t.Errorf("images %s is not completed (offered: %v)", c.name, offered)
 		}
 	}
 }

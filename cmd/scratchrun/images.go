@@ -16,34 +16,43 @@ import (
 	"github.com/scratchrun/scratchrun/internal/images"
 )
 
+// imagesCommand is one subcommand of images.
+type imagesCommand struct {
+	name  string
+	alias string // a second name it answers to
+	run   func(args []string) int
+}
+
+// imagesCommands are the subcommands of images, in the order usage lists
+// them; the shell completion offers the same list (completion_test.go).
+var imagesCommands = []imagesCommand{
+	{name: "build", run: imagesBuild},
+	{name: "list", alias: "ls", run: imagesList},
+	{name: "pull", run: imagesPull},
+	{name: "push", run: imagesPush},
+	{name: "import", run: imagesImport},
+	{name: "export", run: imagesExport},
+	{name: "alias", run: imagesAlias},
+	{name: "rm", alias: "remove", run: imagesRemove},
+	{name: "prune", run: imagesPrune},
+}
+
 func cmdImages(args []string) int {
+	names := make([]string, len(imagesCommands))
+	for i, c := range imagesCommands {
+		names[i] = c.name
+	}
 	if len(args) == 0 {
-		fmt.Fprintln(os.Stderr, "usage: scratchrun images build|list|pull|push|import|export|alias|rm|prune ...")
+		fmt.Fprintf(os.Stderr, "usage: scratchrun images %s ...\n", strings.Join(names, "|"))
 		return exitUsage
 	}
-	switch args[0] {
-	case "build":
-		return imagesBuild(args[1:])
-	case "list", "ls":
-		return imagesList(args[1:])
-	case "pull":
-		return imagesPull(args[1:])
-	case "push":
-		return imagesPush(args[1:])
-	case "import":
-		return imagesImport(args[1:])
-	case "export":
-		return imagesExport(args[1:])
-	case "alias":
-		return imagesAlias(args[1:])
-	case "rm", "remove":
-		return imagesRemove(args[1:])
-	case "prune":
-		return imagesPrune(args[1:])
-	default:
-		fmt.Fprintf(os.Stderr, "scratchrun images: unknown subcommand %q (want build, list, pull, push, import, export, alias, rm or prune)\n", args[0])
-		return exitUsage
+	for _, c := range imagesCommands {
+		if args[0] == c.name || (c.alias != "" && args[0] == c.alias) {
+			return c.run(args[1:])
+		}
 	}
+	fmt.Fprintf(os.Stderr, "scratchrun images: unknown subcommand %q (want %s or %s)\n", args[0], strings.Join(names[:len(names)-1], ", "), names[len(names)-1])
+	return exitUsage
 }
 
 func imagesBuild(args []string) int {
