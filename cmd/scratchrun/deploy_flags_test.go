@@ -10,7 +10,7 @@ import (
 	"github.com/scratchrun/scratchrun/internal/testenv"
 )
 
-// The deploy files (deploy/) start `scratchrun worker` and `scratchrun
+// The deploy files (deploy/, and packaging/systemd for the units) start `scratchrun worker` and `scratchrun
 // serve` with flags and environment variables: every one of them is one
 // the command has (its --help names each flag and the variable behind it),
 // so that a renamed flag cannot leave a unit or a manifest that fails to
@@ -34,7 +34,7 @@ func TestDeployFilesUseRealFlagsAndVariables(t *testing.T) {
 		}
 	}
 	read := func(path string) string {
-		data, err := os.ReadFile(filepath.Join("../../deploy", path))
+		data, err := os.ReadFile(filepath.Join("../..", path))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,9 +51,9 @@ func TestDeployFilesUseRealFlagsAndVariables(t *testing.T) {
 		end := regexp.MustCompile(`\n\s*[a-z][A-Za-z]*:`).FindStringIndex(args[len("args:"):])
 		return args[:len("args:")+end[0]]
 	}
-	check("kubernetes/worker-daemonset.yaml", "worker", argsOf("kubernetes/worker-daemonset.yaml", "worker"))
-	check("kubernetes/frontend.yaml", "serve", argsOf("kubernetes/frontend.yaml", "frontend"))
-	for unit, cmd := range map[string]string{"systemd/scratchrun-worker.service": "worker", "systemd/scratchrun-frontend.service": "serve"} {
+	check("deploy/kubernetes/worker-daemonset.yaml", "worker", argsOf("deploy/kubernetes/worker-daemonset.yaml", "worker"))
+	check("deploy/kubernetes/frontend.yaml", "serve", argsOf("deploy/kubernetes/frontend.yaml", "frontend"))
+	for unit, cmd := range map[string]string{"packaging/systemd/scratchrun-worker.service": "worker", "packaging/systemd/scratchrun-frontend.service": "serve", "packaging/systemd/scratchrun.service": "serve"} {
 		for _, line := range strings.Split(read(unit), "\n") {
 			if strings.HasPrefix(line, "ExecStart=") {
 				check(unit, cmd, line)
@@ -61,7 +61,7 @@ func TestDeployFilesUseRealFlagsAndVariables(t *testing.T) {
 		}
 	}
 	envRe := regexp.MustCompile(`(?m)^#?(SCRATCHRUN_[A-Z0-9_]+)=`)
-	for file, cmd := range map[string]string{"systemd/worker.env.example": "worker", "systemd/frontend.env.example": "serve"} {
+	for file, cmd := range map[string]string{"deploy/systemd/worker.env.example": "worker", "deploy/systemd/frontend.env.example": "serve"} {
 		for _, m := range envRe.FindAllStringSubmatch(read(file), -1) {
 			if !strings.Contains(help[cmd], m[1]) {
 				t.Errorf("%s sets %s, which `scratchrun %s --help` does not name", file, m[1], cmd)
