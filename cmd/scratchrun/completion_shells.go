@@ -62,20 +62,15 @@ _scratchrun() {
   prev="${prev/#--/-}"
   case "$cmd $prev" in
 `)
-	for _, n := range nodes {
-		known, free := valueFlags(n)
-		for _, name := range sortedKeys(known) {
-			fmt.Fprintf(&b, "    %q) COMPREPLY=($(compgen -W %q -- \"$cur\")); return ;;\n", n.key()+" -"+name, strings.Join(known[name], " "))
-		}
-		for _, name := range free {
-			fmt.Fprintf(&b, "    %q) return ;;\n", n.key()+" -"+name)
-		}
-	}
-	b.WriteString("  esac\n  case \"$cmd\" in\n")
-	for _, n := range nodes {
-		fmt.Fprintf(&b, "    %q) words=%q; flags=%q ;;\n", n.key(), strings.Join(append(n.subNames(), n.args...), " "),
-			strings.Join(dashed(flagsOf(n.completion)), " "))
-	}
+	writeCases(&b, nodes, shellCases{
+		known: func(key, values string) string {
+			return fmt.Sprintf("%q) COMPREPLY=($(compgen -W %q -- \"$cur\")); return ;;", key, values)
+		},
+		free: func(key string) string { return fmt.Sprintf("%q) return ;;", key) },
+		node: func(key, words, flags string) string {
+			return fmt.Sprintf("%q) words=%q; flags=%q ;;", key, words, flags)
+		},
+	})
 	b.WriteString(`  esac
   if [[ $cur == -* ]]; then
     COMPREPLY=($(compgen -W "$flags" -- "$cur"))
@@ -105,20 +100,13 @@ _scratchrun() {
   prev="${prev/#--/-}"
   case "$cmd $prev" in
 `)
-	for _, n := range nodes {
-		known, free := valueFlags(n)
-		for _, name := range sortedKeys(known) {
-			fmt.Fprintf(&b, "    %q) compadd -- %s; return ;;\n", n.key()+" -"+name, strings.Join(known[name], " "))
-		}
-		for _, name := range free {
-			fmt.Fprintf(&b, "    %q) _files; return ;;\n", n.key()+" -"+name)
-		}
-	}
-	b.WriteString("  esac\n  case \"$cmd\" in\n")
-	for _, n := range nodes {
-		fmt.Fprintf(&b, "    %q) subs=(%s); flags=(%s) ;;\n", n.key(), strings.Join(append(n.subNames(), n.args...), " "),
-			strings.Join(dashed(flagsOf(n.completion)), " "))
-	}
+	writeCases(&b, nodes, shellCases{
+		known: func(key, values string) string { return fmt.Sprintf("%q) compadd -- %s; return ;;", key, values) },
+		free:  func(key string) string { return fmt.Sprintf("%q) _files; return ;;", key) },
+		node: func(key, words, flags string) string {
+			return fmt.Sprintf("%q) subs=(%s); flags=(%s) ;;", key, words, flags)
+		},
+	})
 	b.WriteString(`  esac
   if [[ $cur == -* ]]; then
     compadd -- "${flags[@]}"
@@ -182,3 +170,31 @@ func fishQuote(s string) string {
 }
 
 func sortedKeys(m map[string][]string) []string { return slices.Sorted(maps.Keys(m)) }
+
+// shellCases are how one shell spells the arms of the two case statements
+// bash and zsh share: a flag's known values, a flag with a free value (a
+// file name), and a command path's words and flags.
+type shellCases struct {
+	known func(key, values string) string
+	free  func(key string) string
+	node  func(key, words, flags string) string
+}
+
+// writeCases writes the arms of the flag-value case (its esac included)
+// and those of the command-path case that follows it.
+func writeCases(b *strings.Builder, nodes []completionNode, c shellCases) {
+	for _, n := range nodes {
+		known, free := valueFlags(n)
+		for _, name := range sortedKeys(known) {
+			fmt.Fprintf(b, "    %s\n", c.known(n.key()+" -"+name, strings.Join(known[name], " ")))
+		}
+		for _, name := range free {
+			fmt.Fprintf(b, "    %s\n", c.free(n.key()+" -"+name))
+		}
+	}
+	b.WriteString("  esac\n  case \"$cmd\" in\n")
+	for _, n := range nodes {
+		words := strings.Join(append(n.subNames(), n.args...), " ")
+		fmt.Fprintf(b, "    %s\n", c.node(n.key(), words, strings.Join(dashed(flagsOf(n.completion)), " ")))
+	}
+}
