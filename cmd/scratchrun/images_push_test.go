@@ -117,9 +117,9 @@ func TestImagesPushPullBetweenStates(t *testing.T) {
 // catalog name into an empty state directory it is the catalog image
 // trixie there, pulled, with no runtime file, and every catalog runtime of
 // trixie runs in it; a worker told --images-from bash=ref there finds it
-// in place and offers the catalog runtimes; pulled as a runtime of
-// another catalog image it is refused, by the CLI and by a worker at
-// start, and leaves nothing.
+// in place and offers the catalog runtimes, and so does setup
+// --images-from; pulled as (a runtime of) another catalog image it is
+// refused, by the CLI, a worker at start and setup, and leaves nothing.
 func pullCatalogBetweenStates(t *testing.T, dir, ref, digest, bashVersion string) {
 	t.Helper()
 	fleet := filepath.Join(dir, "catalog")
@@ -173,6 +173,10 @@ func pullCatalogBetweenStates(t *testing.T, dir, ref, digest, bashVersion string
 		t.Errorf("registration %+v, %v: want the catalog runtimes of trixie offered", reg.Runtimes, err)
 	}
 	w.stop(t)
+	r = inState(t, dir, fleet, "setup", "--no-images", "--images-from", "bash="+ref)
+	if r.code != 0 || !strings.Contains(r.stdout, "pulled: 1 image(s)") || !strings.Contains(r.stderr, "is in the store already as catalog image trixie") {
+		t.Errorf("setup --images-from bash=REF: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
 
 	refused := filepath.Join(dir, "refused")
 	r = inState(t, dir, refused, "images", "pull", "python3.11", ref)
@@ -182,6 +186,10 @@ func pullCatalogBetweenStates(t *testing.T, dir, ref, digest, bashVersion string
 	r = inState(t, dir, refused, "worker", "--nats", ns.URLs()[0], "--id", "fleet-refused", "--images-from", "bookworm="+ref)
 	if r.code != 1 || !strings.Contains(r.stderr, "--images-from bookworm="+ref) || !strings.Contains(r.stderr, "this image is the catalog image trixie") || strings.Contains(r.stderr, "serving") {
 		t.Errorf("a worker told to pull trixie as bookworm: exit %d stderr %q", r.code, r.stderr)
+	}
+	r = inState(t, dir, refused, "setup", "--no-images", "--images-from", "bookworm="+ref)
+	if r.code != 1 || !strings.Contains(r.stderr, "--images-from bookworm="+ref) || !strings.Contains(r.stderr, "this image is the catalog image trixie") {
+		t.Errorf("setup told to pull trixie as bookworm: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
 	}
 	if left := storeLeftovers(refused); len(left) != 0 {
 		t.Errorf("refused pulls left %v", left)
