@@ -99,7 +99,12 @@ func imagesList(args []string) int {
 			status = "stale (prune removes it)"
 		}
 		name := im.Name
-		if im.Ref != "" {
+		switch {
+		case im.Ref != "" && im.FromRecipe:
+			// A catalog image pulled rather than built: its name, and
+			// where it came from.
+			name += " (pulled from " + im.Ref + ")"
+		case im.Ref != "":
 			// OCI images are stored by digest: show where they came from.
 			name = im.Ref
 			if im.Platform != "" && im.Platform != images.DefaultPlatform {

@@ -81,7 +81,7 @@ func imagesPull(args []string) int {
 		return flagExit(err)
 	}
 	if len(pos) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: scratchrun images pull NAME REF|OCI-LAYOUT-DIR|DOCKER-SAVE.tar [--command 'CMD ... {file}' --file main.ext] [--env K=V] [--platform os/arch]\n(an image `images push` or `images export` wrote needs no --command or --file)")
+		fmt.Fprintln(os.Stderr, "usage: scratchrun images pull NAME REF|OCI-LAYOUT-DIR|DOCKER-SAVE.tar [--command 'CMD ... {file}' --file main.ext] [--env K=V] [--platform os/arch]\n(an image `images push` or `images export` wrote needs no --command or --file; NAME a catalog image or runtime, e.g. trixie or python3.13, takes a catalog image pushed by this version as that catalog image)")
 		return exitUsage
 	}
 	spec, err := rf.spec(pos[0])

@@ -10,7 +10,7 @@ import (
 )
 
 // imagesPush puts an installed runtime's image, with its runtime spec,
-// into a registry; the reference by digest goes to stdout, for scripts
+// or a catalog image, with its catalog mark, into a registry; the reference by digest goes to stdout, for scripts
 // and for `images pull` and --images-from elsewhere.
 func imagesPush(args []string) int {
 	fs := flag.NewFlagSet("images push", flag.ContinueOnError)
@@ -20,7 +20,7 @@ func imagesPush(args []string) int {
 		return flagExit(err)
 	}
 	if len(pos) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: scratchrun images push RUNTIME REF [--insecure]")
+		fmt.Fprintln(os.Stderr, "usage: scratchrun images push RUNTIME|CATALOG-IMAGE REF [--insecure]\n(a catalog image, or a catalog runtime, pulled elsewhere under its catalog name is that catalog image there)")
 		return exitUsage
 	}
 	store, err := openImageStore()
@@ -48,7 +48,7 @@ func imagesExport(args []string) int {
 		return flagExit(err)
 	}
 	if len(pos) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: scratchrun images export RUNTIME DIR|FILE.tar")
+		fmt.Fprintln(os.Stderr, "usage: scratchrun images export RUNTIME|CATALOG-IMAGE DIR|FILE.tar")
 		return exitUsage
 	}
 	store, err := openImageStore()

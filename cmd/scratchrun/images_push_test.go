@@ -106,8 +106,93 @@ func TestImagesPushPullBetweenStates(t *testing.T) {
 	if r.code != 0 || strings.TrimSpace(r.stdout) != reg.Ref("fleet/bash@"+digest) {
 		t.Errorf("push of the pulled tree: exit %d stdout %q (want the digest %s) stderr %q", r.code, r.stdout, digest, r.stderr)
 	}
+	pullCatalogBetweenStates(t, dir, reg.Ref("fleet/bash:1"), digest, want.Version)
 	if left := leakcheck.WaitClean(before, leakOpts, 5*time.Second); len(left) > 0 {
 		t.Errorf("left behind:\n  %s", strings.Join(left, "\n  "))
+	}
+}
+
+// pullCatalogBetweenStates goes on from TestImagesPushPullBetweenStates
+// with the catalog bash it pushed as ref (on digest): pulled by its
+// catalog name into an empty state directory it is the catalog image
+// trixie there, pulled, with no runtime file, and every catalog runtime of
+// trixie runs in it; a worker told --images-from bash=ref there finds it
+// in place and offers the catalog runtimes, and so does setup
+// --images-from; pulled as (a runtime of) another catalog image it is
+// refused, by the CLI, a worker at start and setup, and leaves nothing.
+func pullCatalogBetweenStates(t *testing.T, dir, ref, digest, bashVersion string) {
+	t.Helper()
+	fleet := filepath.Join(dir, "catalog")
+	r := inState(t, dir, fleet, "images", "pull", "bash", ref)
+	if r.code != 0 || !strings.Contains(r.stderr, "catalog image trixie ") {
+		t.Fatalf("pull under the catalog name: exit %d stderr %q", r.code, r.stderr)
+	}
+	left := storeLeftovers(fleet)
+	if len(left) != 1 || !strings.HasPrefix(left[0], "images/trixie-") {
+		t.Errorf("the catalog pull left %v, want the trixie image alone (no runtime file)", left)
+	}
+	r = inState(t, dir, fleet, "exec", "--runtime", "bash", "--code", `echo "$BASH_VERSION"; jq -n 1+1`)
+	if r.code != 0 || !strings.HasPrefix(r.stdout, bashVersion) || !strings.HasSuffix(r.stdout, "\n2\n") {
+		t.Errorf("exec in the pulled catalog bash: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	r = inState(t, dir, fleet, "exec", "--runtime", "python3.13", "--code", "import numpy; print(numpy.arange(3).sum())")
+	if r.code != 0 || r.stdout != "3\n" {
+		t.Errorf("exec in the pulled catalog python3.13: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	r = inState(t, dir, fleet, "images", "list")
+	if r.code != 0 || !regexp.MustCompile(`(?m)^trixie \(pulled from `+regexp.QuoteMeta(ref)+`\)\s+\S+\s+pull\s.*bash.*current$`).MatchString(r.stdout) {
+		t.Errorf("images list: exit %d stdout %q", r.code, r.stdout)
+	}
+	if r := inState(t, dir, fleet, "images", "build", "bash"); r.code != 0 || !strings.Contains(r.stderr, "is up to date (pulled from "+ref+")") {
+		t.Errorf("build after the pull: exit %d stderr %q", r.code, r.stderr)
+	}
+
+	ns := natsserver.Start(t, natsserver.Options{})
+	nc, err := nats.Connect(ns.URLs()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	sub, err := nc.SubscribeSync(cluster.RegistrySubject("fleet-catalog"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SCRATCHRUN_DATA_DIR", fleet)
+	w := &process{name: "fleet-catalog"}
+	cmd := exec.Command(binary, "worker", "--nats", ns.URLs()[0], "--id", "fleet-catalog", "--images-from", "bash="+ref)
+	cmd.Env = append(os.Environ(), "SCRATCHRUN_POOL_FLOOR=0")
+	w.start(t, cmd, regexp.MustCompile(`serving calls from NATS`), "serving")
+	if logs := w.stderr(); !strings.Contains(logs, "image "+digest+" is in the store already as catalog image trixie") {
+		t.Errorf("the worker's log does not show the catalog image found in place:\n%s", logs)
+	}
+	msg, err := sub.NextMsg(30 * time.Second)
+	if err != nil {
+		t.Fatalf("no registration from the worker: %v\n%s", err, w.stderr())
+	}
+	if reg, err := cluster.DecodeRegistration("fleet-catalog", msg.Data); err != nil || !reg.Offers("bash") || !reg.Offers("python3.13") {
+		t.Errorf("registration %+v, %v: want the catalog runtimes of trixie offered", reg.Runtimes, err)
+	}
+	w.stop(t)
+	r = inState(t, dir, fleet, "setup", "--no-images", "--images-from", "bash="+ref)
+	if r.code != 0 || !strings.Contains(r.stdout, "pulled: 1 image(s)") || !strings.Contains(r.stderr, "is in the store already as catalog image trixie") {
+		t.Errorf("setup --images-from bash=REF: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+
+	refused := filepath.Join(dir, "refused")
+	r = inState(t, dir, refused, "images", "pull", "python3.11", ref)
+	if r.code != exitUsage || !strings.Contains(r.stderr, `name: "python3.11" is a catalog runtime (it runs in bookworm); this image is the catalog image trixie`) {
+		t.Errorf("pull as a runtime of another catalog image: exit %d stderr %q", r.code, r.stderr)
+	}
+	r = inState(t, dir, refused, "worker", "--nats", ns.URLs()[0], "--id", "fleet-refused", "--images-from", "bookworm="+ref)
+	if r.code != 1 || !strings.Contains(r.stderr, "--images-from bookworm="+ref) || !strings.Contains(r.stderr, "this image is the catalog image trixie") || strings.Contains(r.stderr, "serving") {
+		t.Errorf("a worker told to pull trixie as bookworm: exit %d stderr %q", r.code, r.stderr)
+	}
+	r = inState(t, dir, refused, "setup", "--no-images", "--images-from", "bookworm="+ref)
+	if r.code != 1 || !strings.Contains(r.stderr, "--images-from bookworm="+ref) || !strings.Contains(r.stderr, "this image is the catalog image trixie") {
+		t.Errorf("setup told to pull trixie as bookworm: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if left := storeLeftovers(refused); len(left) != 0 {
+		t.Errorf("refused pulls left %v", left)
 	}
 }
 

@@ -20,7 +20,7 @@ import (
 	"github.com/scratchrun/scratchrun/internal/settings"
 )
 
-const setupHelp = `usage: scratchrun setup [--dry-run] [--no-images]
+const setupHelp = `usage: scratchrun setup [--dry-run] [--no-images] [--images-from NAME=REF[,NAME=REF...]]
 
 Readies this machine to run sandboxes, after a package install (no Go and
 no checkout needed), in three steps:
@@ -30,13 +30,16 @@ no checkout needed), in three steps:
      does (user namespaces, a cgroup hierarchy with the memory, pids and
      cpu controllers, the scratchrun-spawn helper; runsc or QEMU for the
      gvisor and microvm levels), says what it cannot enforce, and stops it;
-  3. builds the catalog's runtime images that are missing, as
-     'scratchrun images build' does (with mmdebstrap; minutes each).
+  3. pulls the images of --images-from, as 'scratchrun images pull NAME
+     REF' does (a catalog name, trixie or python3.13, takes a catalog image
+     pushed by this version as that catalog image), then builds the
+     catalog's runtime images still missing, as 'scratchrun images build'
+     does (with mmdebstrap; minutes each).
 What is already there is said and left alone: a second run changes
 nothing. It reads the same SCRATCHRUN_* variables as the engine
 (SCRATCHRUN_DATA_DIR, SCRATCHRUN_STATE_DIR, SCRATCHRUN_ISOLATION, ...).
-A fleet that shares images through a registry gives --no-images and
-pulls them with 'scratchrun images pull'.
+A fleet that shares images through a registry gives --images-from with
+the catalog images it pushed (and --no-images if it pulls them later).
 
 flags:
 `
@@ -44,11 +47,14 @@ flags:
 // setupOptions are setup's flags.
 type setupOptions struct {
 	dryRun, noImages bool
+	// imagesFrom are pulled before images are built.
+	imagesFrom []imageSource
 }
 
 var setupCompletion = completion{flags: []flagCompletion{
 	flagOf("dry-run", false, "print the steps, change nothing"),
 	flagOf("no-images", false, "skip building the images"),
+	flagOf("images-from", true, "pull these images first: NAME=REF[,NAME=REF...]"),
 }}
 
 func cmdSetup(args []string) int {
@@ -56,6 +62,11 @@ func cmdSetup(args []string) int {
 	var o setupOptions
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print what it would do, and change nothing")
 	fs.BoolVar(&o.noImages, "no-images", false, "make the directories and check the kernel, but build no image (they are pulled instead)")
+	var from []string
+	fs.Func("images-from", "pull these images before building what is still missing, NAME=REF[,NAME=REF...] as for worker --images-from (repeatable)", func(v string) error {
+		from = append(from, settings.SplitList(v)...)
+		return nil
+	})
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), setupHelp)
 		fs.PrintDefaults()
@@ -63,6 +74,10 @@ func cmdSetup(args []string) int {
 	}
 	if code, ok := parseFlagsOnly(fs, args, setupUsageError); !ok {
 		return code
+	}
+	var err error
+	if o.imagesFrom, err = parseImagesFrom(from); err != nil {
+		return setupUsageError(err.Error())
 	}
 	v, err := settings.Environment(os.Getenv, settings.Exec)
 	var s engineSetup
@@ -208,16 +223,24 @@ func backendNeeds(isolation string) string {
 	return common + ", the scratchrun-spawn helper (next to scratchrun, else built with cc)"
 }
 
-// images builds the catalog images that are missing, with Build, the
-// code of `scratchrun images build`, which skips what is current.
+// images pulls the images of --images-from, then builds the catalog
+// images still missing, with Build, the code of `scratchrun images
+// build`, which skips what is current.
 func (r *setupRun) images(ctx context.Context) error {
+	if err := r.pull(ctx); err != nil {
+		return err
+	}
 	if r.opts.noImages {
 		r.say("skipped (--no-images): pull them with scratchrun images pull")
 		return nil
 	}
 	if _, err := os.Stat(filepath.Join(r.setup.dataDir, "images")); err != nil && r.opts.dryRun {
 		// Opening the store would create it: say what a run builds.
-		r.say("would build every catalog image with mmdebstrap (%s)", mmdebstrapFound())
+		if len(r.opts.imagesFrom) > 0 {
+			r.say("would build every catalog image the pulls do not give with mmdebstrap (%s)", mmdebstrapFound())
+		} else {
+			r.say("would build every catalog image with mmdebstrap (%s)", mmdebstrapFound())
+		}
 		r.changed = true
 		return nil
 	}
@@ -238,6 +261,9 @@ func (r *setupRun) images(ctx context.Context) error {
 		verb := "building"
 		if r.opts.dryRun {
 			verb = "would build"
+			if src := r.sourceOf(img); src != "" {
+				verb = "would build, unless the pull of " + src + " gives it,"
+			}
 		}
 		r.say("image %s (%s): %s with mmdebstrap", img.name, strings.Join(img.runtimes, ", "), verb)
 		names = append(names, img.runtimes[0])
@@ -251,6 +277,41 @@ func (r *setupRun) images(ctx context.Context) error {
 	}
 	r.say("built: %d image(s)", len(missing))
 	return nil
+}
+
+// pull pulls --images-from's images as `images pull` does, or in a dry
+// run says it would.
+func (r *setupRun) pull(ctx context.Context) error {
+	if len(r.opts.imagesFrom) == 0 {
+		return nil
+	}
+	r.changed = true
+	if r.opts.dryRun {
+		for _, src := range r.opts.imagesFrom {
+			r.say("would pull %s from %s", src.name, src.ref)
+		}
+		return nil
+	}
+	store, err := openStore(r.setup.dataDir)
+	if err != nil {
+		return err
+	}
+	if err := pullSources(ctx, store, r.opts.imagesFrom, "", r.progress); err != nil {
+		return err
+	}
+	r.say("pulled: %d image(s)", len(r.opts.imagesFrom))
+	return nil
+}
+
+// sourceOf is the --images-from name that stands for img (the image or
+// one of its runtimes), if one does.
+func (r *setupRun) sourceOf(img catalogImage) string {
+	for _, src := range r.opts.imagesFrom {
+		if src.name == img.name || slices.Contains(img.runtimes, src.name) {
+			return src.name
+		}
+	}
+	return ""
 }
 
 // catalogImage is an image of the catalog and its runtimes.

@@ -45,6 +45,17 @@ func TestSetupDryRun(t *testing.T) {
 		!strings.Contains(r.stdout, "      "+data+": already there\n") {
 		t.Errorf("empty store: exit %d, stderr %q, stdout\n%s", r.code, r.stderr, r.stdout)
 	}
+	// --images-from: each pull is said, and an image a pull may give is
+	// built only if it does not.
+	r = asCLI(t, env, "setup", "--dry-run", "--images-from", "bash=127.0.0.1:5000/sr/bash:1")
+	if r.code != 0 || !strings.Contains(r.stdout, "[3/3] runtime images\n      would pull bash from 127.0.0.1:5000/sr/bash:1\n") ||
+		!strings.Contains(r.stdout, "      image trixie (bash, node20, python3.13): would build, unless the pull of bash gives it, with mmdebstrap\n") ||
+		!strings.Contains(r.stdout, "      image bookworm (python3.11): would build with mmdebstrap\n") {
+		t.Errorf("--images-from: exit %d, stderr %q, stdout\n%s", r.code, r.stderr, r.stdout)
+	}
+	if r := asCLI(t, env, "setup", "--dry-run", "--images-from", "bash"); r.code != exitUsage || !strings.Contains(r.stderr, `--images-from: "bash" is not NAME=REF`) {
+		t.Errorf("--images-from bash: exit %d, stderr %q", r.code, r.stderr)
+	}
 	r = asCLI(t, env, "setup", "--dry-run", "--no-images")
 	if r.code != 0 || !strings.Contains(r.stdout, "[3/3] runtime images\n      skipped (--no-images)") || strings.Contains(r.stdout, "would build") {
 		t.Errorf("--no-images: exit %d, stderr %q, stdout\n%s", r.code, r.stderr, r.stdout)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -44,14 +45,22 @@ func parseImagesFrom(list []string) ([]imageSource, error) {
 func pullImagesFrom(store *images.Store, sources []imageSource) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	return pullSources(ctx, store, sources, "scratchrun worker: ", os.Stderr)
+}
+
+// pullSources pulls (or, for a path, imports) each source as `images
+// pull NAME REF` does, saying so on progress with prefix; the first
+// failure ends it, naming the entry. A catalog name makes the image that
+// catalog image (Store.Pull).
+func pullSources(ctx context.Context, store *images.Store, sources []imageSource, prefix string, progress io.Writer) error {
 	for _, src := range sources {
-		fmt.Fprintf(os.Stderr, "scratchrun worker: --images-from: %s from %s ...\n", src.name, src.ref)
+		fmt.Fprintf(progress, "%s--images-from: %s from %s ...\n", prefix, src.name, src.ref)
 		spec := images.RuntimeSpec{Name: src.name}
 		var err error
 		if isLocalImage(src.ref) {
-			err = store.ImportImage(ctx, src.ref, spec, images.ImageSelect{}, os.Stderr)
+			err = store.ImportImage(ctx, src.ref, spec, images.ImageSelect{}, progress)
 		} else {
-			err = store.Pull(ctx, src.ref, spec, images.ImageSelect{}, os.Stderr)
+			err = store.Pull(ctx, src.ref, spec, images.ImageSelect{}, progress)
 		}
 		if err != nil {
 			return fmt.Errorf("--images-from %s=%s: %w", src.name, src.ref, err)

@@ -47,7 +47,11 @@ func (s *Store) Build(ctx context.Context, names []string, force bool, progress 
 		s.mu.Unlock()
 		if cur != nil && !force {
 			if cur.UIDBase == s.uidBase() {
-				fmt.Fprintf(progress, "%s image %s %s is up to date\n", step, img.Name, shortHash(hash))
+				pulled := ""
+				if cur.Ref != "" {
+					pulled = " (pulled from " + cur.Ref + ")"
+				}
+				fmt.Fprintf(progress, "%s image %s %s is up to date%s\n", step, img.Name, shortHash(hash), pulled)
 				continue
 			}
 			fmt.Fprintf(progress, "%s image %s %s was extracted for uid base %d, the store uses %d: rebuilding\n",

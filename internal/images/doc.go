@@ -11,7 +11,8 @@
 //
 //   - images/<name>-<hash12>/ with rootfs/ and image.json, one read-only
 //     tree per image. A catalog image is named by its recipe (recipeHash),
-//     so a changed recipe never reuses a stale tree; an imported tarball by
+//     so a changed recipe never reuses a stale tree (built here, or pulled
+//     as that catalog image: see below); an imported tarball by
 //     the tarball's sha256; an OCI image (oci-<digest12>) by its manifest's
 //     digest, shared by every runtime made from it.
 //   - runtimes.d/<name>.json, the runtimes an operator added: from a
@@ -46,7 +47,13 @@
 // pulled back pushes to the same digest; the runtime spec rides in the
 // config's RuntimeLabel, and a pull or import fills what the operator did
 // not say from it. A bare program name in a runtime's command is looked up
-// in the image's PATH inside the tree (resolveProgram).
+// in the image's PATH inside the tree (resolveProgram). An image of a
+// catalog recipe also carries its catalog mark (CatalogLabel: the image and
+// recipe hash); Pull or ImportImage under a catalog name (an image, or a
+// runtime standing for its image) stores only an image whose mark names
+// that image and this binary's recipe, and stores it as that catalog image
+// (catalogpull.go), which the catalog runtimes then resolve to as to a
+// build of it.
 //
 // This package must never run user code: it runs mmdebstrap and the fixed
 // customize hooks of the catalog at build time, and nothing else.

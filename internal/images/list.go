@@ -37,6 +37,9 @@ type ImageInfo struct {
 	// Ref, Digest and Platform say, for an OCI image, where it came from,
 	// its digest and its platform.
 	Ref, Digest, Platform string
+	// FromRecipe is true for an image of a catalog recipe: built here,
+	// or pulled (Ref) as that catalog image.
+	FromRecipe bool
 }
 
 // List returns the images on disk, sorted by name and then newest first.
@@ -62,6 +65,7 @@ func (s *Store) List() ([]ImageInfo, error) {
 			Ref:        m.Ref,
 			Digest:     m.Digest,
 			Platform:   m.Platform,
+			FromRecipe: m.fromRecipe(),
 		}
 		for _, r := range runtimes {
 			if s.runsInLocked(r, m) {

@@ -37,6 +37,10 @@ type ociConfig struct {
 	// any: a pull by digest of a stored image needs it without the
 	// network.
 	Runtime *imageSpec `json:"runtime,omitempty"`
+	// Catalog is the catalog mark the image carries (CatalogLabel), if
+	// any: an image stored as a catalog image was checked against it;
+	// one stored by digest passes it on when pushed again.
+	Catalog *catalogMark `json:"catalog,omitempty"`
 }
 
 // configMeta extracts what the store keeps of cfg. Variables that could not

@@ -172,10 +172,15 @@ func (s *Store) checkNewRuntimeName(name string) error {
 // multi-platform one), stores it by digest and registers the runtime spec
 // describes. An image already stored under the same digest is not fetched
 // again: a reference by digest then needs no network at all, one by tag only
-// its manifest. Nothing is stored when any step fails.
+// its manifest. Nothing is stored when any step fails. A catalog name (a
+// catalog image, or a catalog runtime standing for its image) stores the
+// image as that catalog image instead, when it is one (pullCatalog).
 func (s *Store) Pull(ctx context.Context, ref string, spec RuntimeSpec, sel ImageSelect, progress io.Writer) error {
 	if progress == nil {
 		progress = io.Discard
+	}
+	if recipe, ok := s.catalogImageNamed(spec.Name); ok {
+		return s.pullCatalog(ctx, ref, spec, recipe, sel, progress)
 	}
 	if err := s.checkNewSpec(spec); err != nil {
 		return err
@@ -216,12 +221,17 @@ func parseDigest(d string) v1.Hash {
 
 // ImportImage stores the image of a `docker save` archive or an OCI image
 // layout directory (see ImportKind) and registers the runtime spec
-// describes, as Pull does.
+// describes, as Pull does (a catalog name too).
 func (s *Store) ImportImage(ctx context.Context, path string, spec RuntimeSpec, sel ImageSelect, progress io.Writer) error {
 	if progress == nil {
 		progress = io.Discard
 	}
-	if err := s.checkNewSpec(spec); err != nil {
+	recipe, catalogName := s.catalogImageNamed(spec.Name)
+	if catalogName {
+		if err := checkCatalogSpec(spec, recipe); err != nil {
+			return err
+		}
+	} else if err := s.checkNewSpec(spec); err != nil {
 		return err
 	}
 	abs, err := filepath.Abs(path)
@@ -244,6 +254,9 @@ func (s *Store) ImportImage(ctx context.Context, path string, spec RuntimeSpec, 
 	if err != nil {
 		return err
 	}
+	if catalogName {
+		return s.addCatalogImage(ctx, img, spec.Name, recipe, sel.Limits, progress)
+	}
 	return s.addOCIRuntime(ctx, img, spec, sel.Limits, progress)
 }
 
@@ -255,7 +268,7 @@ func (s *Store) storedByDigest(digest string, platform v1.Platform) *imageMeta {
 	s.refreshQuietlyLocked()
 	for i := range s.images {
 		m := &s.images[i]
-		if !isOCISource(m.Source) || m.UIDBase != s.uidBase() {
+		if !m.byDigest() || m.UIDBase != s.uidBase() {
 			continue
 		}
 		if m.Digest == digest {
@@ -290,7 +303,7 @@ func (s *Store) addOCIRuntime(ctx context.Context, img *ociImage, spec RuntimeSp
 	case img.img == nil:
 		return errNotStored
 	default:
-		if stored, err = s.storeOCI(ctx, img, spec, limits, progress); err != nil {
+		if stored, err = s.storeOCI(ctx, img, spec.byDigest(img), limits, progress); err != nil {
 			return err
 		}
 	}
@@ -317,11 +330,36 @@ func (s *Store) addOCIRuntime(ctx context.Context, img *ociImage, spec RuntimeSp
 	return nil
 }
 
-// storeOCI extracts img's layers into a new image directory, named by its
-// digest. It is written beside the store under a .tmp- name and renamed into
-// place only when every layer was read whole and matched its digest, and
-// the runtime's program (command[0]) is in it.
-func (s *Store) storeOCI(ctx context.Context, img *ociImage, spec RuntimeSpec, limits PullLimits, progress io.Writer) (_ *imageMeta, err error) {
+// ociTarget says what an OCI image is stored as: its image name and key
+// (image.json's name and recipe_hash; the directory is name-key12), what
+// its config must say before any layer is fetched, and what its tree must
+// hold before it is put in place.
+type ociTarget struct {
+	name, key   string
+	checkConfig func(cfg ociConfig) error
+	checkTree   func(rootfs string, cfg ociConfig) error
+}
+
+// byDigest is the target of an image a runtime the operator adds runs
+// in: stored by its digest, its config and tree making the runtime spec
+// describes.
+func (sp RuntimeSpec) byDigest(img *ociImage) ociTarget {
+	return ociTarget{
+		name: ociImageName, key: img.digest.Hex,
+		checkConfig: func(cfg ociConfig) error { _, err := sp.filled(cfg, img.ref); return err },
+		checkTree: func(rootfs string, cfg ociConfig) error {
+			_, err := sp.runtimeIn(rootfs, cfg, img.ref, img.digest)
+			return err
+		},
+	}
+}
+
+// storeOCI extracts img's layers into a new image directory, named as
+// target says. It is written beside the store under a .tmp- name and
+// renamed into place only when every layer was read whole and matched its
+// digest, and target's checks passed (for a runtime, that its program,
+// command[0], is in it).
+func (s *Store) storeOCI(ctx context.Context, img *ociImage, target ociTarget, limits PullLimits, progress io.Writer) (_ *imageMeta, err error) {
 	start := time.Now()
 	if img.checkPlatform {
 		if img.platform, err = checkPlatform(img.img, img.platform, img.ref); err != nil {
@@ -340,16 +378,19 @@ func (s *Store) storeOCI(ctx context.Context, img *ociImage, spec RuntimeSpec, l
 	if config.Runtime, err = decodeImageSpec(cfg.Config.Labels); err != nil {
 		return nil, fmt.Errorf("%s: %w", img.ref, err)
 	}
+	if config.Catalog, err = decodeCatalogMark(cfg.Config.Labels); err != nil {
+		return nil, fmt.Errorf("%s: %w", img.ref, err)
+	}
 	// What the image and the operator say must make a runtime before any
 	// layer is fetched; its program is looked for once the tree is there.
-	if _, err := spec.filled(config, img.ref); err != nil {
+	if err := target.checkConfig(config); err != nil {
 		return nil, err
 	}
 	if len(cfg.RootFS.DiffIDs) != len(layers) {
 		return nil, fmt.Errorf("%s: the config lists %d layers, the manifest %d", img.ref, len(cfg.RootFS.DiffIDs), len(layers))
 	}
 	fmt.Fprintf(progress, "storing %s (%s, %s): %d layers, uid base %d\n", img.ref, img.platform.String(), img.digest, len(layers), s.uidBase())
-	tmp, err := os.MkdirTemp(s.imagesDir, ".tmp-"+ociImageName+"-")
+	tmp, err := os.MkdirTemp(s.imagesDir, ".tmp-"+target.name+"-")
 	if err != nil {
 		return nil, fmt.Errorf("create image directory: %w", err)
 	}
@@ -390,7 +431,7 @@ func (s *Store) storeOCI(ctx context.Context, img *ociImage, spec RuntimeSpec, l
 	}
 	// Before the image is in place: an image the runtime cannot run in is
 	// not kept.
-	if _, err := spec.runtimeIn(rootfs, config, img.ref, img.digest); err != nil {
+	if err := target.checkTree(rootfs, config); err != nil {
 		return nil, err
 	}
 	size, err := treeSize(rootfs)
@@ -398,8 +439,8 @@ func (s *Store) storeOCI(ctx context.Context, img *ociImage, spec RuntimeSpec, l
 		return nil, err
 	}
 	meta := imageMeta{
-		Name:         ociImageName,
-		RecipeHash:   img.digest.Hex,
+		Name:         target.name,
+		RecipeHash:   target.key,
 		Created:      time.Now().UTC(),
 		SizeBytes:    size,
 		UIDBase:      s.uidBase(),
@@ -413,7 +454,7 @@ func (s *Store) storeOCI(ctx context.Context, img *ociImage, spec RuntimeSpec, l
 	if img.index != (v1.Hash{}) {
 		meta.IndexDigest = img.index.String()
 	}
-	final := filepath.Join(s.imagesDir, ociImageName+"-"+shortHash(img.digest.Hex))
+	final := filepath.Join(s.imagesDir, target.name+"-"+shortHash(target.key))
 	if err := s.finishImage(tmp, final, meta); err != nil {
 		return nil, err
 	}

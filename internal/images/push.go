@@ -161,14 +161,17 @@ func exportLayout(img v1.Image, runtimeName, dir string, progress io.Writer) (_ 
 	return digest, nil
 }
 
-// imageOfRuntime makes the OCI image of an installed runtime: its tree as
-// one layer (in a temporary file the caller removes), and a config with
-// the runtime's environment, its spec as RuntimeLabel, and what a pulled
+// imageOfRuntime makes the OCI image of an installed runtime, or of a
+// catalog image by its name: its tree as one layer (in a temporary file
+// the caller removes), and a config with the runtime's environment, its
+// spec as RuntimeLabel (none for a catalog image: its runtimes are the
+// catalog's), the catalog mark of an image of a recipe (CatalogLabel,
+// catalogMarkOf), and what a pulled
 // image's config said of its user, directory and entrypoint (recorded,
 // not applied here, but meaningful to other tools). Nothing in it depends
 // on when or where it is made.
 func (s *Store) imageOfRuntime(runtimeName string, progress io.Writer) (v1.Image, *treeLayer, error) {
-	res, err := s.Resolve(runtimeName)
+	res, err := s.resolveForPush(runtimeName)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -184,7 +187,11 @@ func (s *Store) imageOfRuntime(runtimeName string, progress io.Writer) (v1.Image
 	if err != nil {
 		return nil, nil, fmt.Errorf("image of %s: platform %q: %w", runtimeName, platform, err)
 	}
-	fmt.Fprintf(progress, "packing runtime %s: %s (%s) ...\n", res.Runtime.Name, res.ImageDir, p)
+	what := "runtime " + res.Runtime.Name
+	if res.Runtime.Name == "" {
+		what = "catalog image " + runtimeName
+	}
+	fmt.Fprintf(progress, "packing %s: %s (%s) ...\n", what, res.ImageDir, p)
 	layer, err := writeTreeLayer(res.RootFS, "", res.UIDBase, progress)
 	if err != nil {
 		return nil, nil, err
@@ -194,13 +201,20 @@ func (s *Store) imageOfRuntime(runtimeName string, progress io.Writer) (v1.Image
 	for _, k := range slices.Sorted(maps.Keys(rt.Env)) {
 		env = append(env, k+"="+rt.Env[k])
 	}
+	labels := map[string]string{}
+	if rt.Name != "" {
+		labels[RuntimeLabel] = specOfRuntime(rt).encode()
+	}
+	if mark := catalogMarkOf(&meta); mark != nil {
+		labels[CatalogLabel] = mark.encode()
+	}
 	cf := &v1.ConfigFile{
 		Architecture: p.Architecture, OS: p.OS, Variant: p.Variant,
 		RootFS:  v1.RootFS{Type: "layers", DiffIDs: []v1.Hash{layer.diffID}},
 		History: []v1.History{{CreatedBy: "scratchrun images push"}},
 		Config: v1.Config{
 			Env:        env,
-			Labels:     map[string]string{RuntimeLabel: specOfRuntime(rt).encode()},
+			Labels:     labels,
 			User:       meta.Config.User,
 			WorkingDir: meta.Config.WorkingDir,
 			Entrypoint: meta.Config.Entrypoint,
@@ -217,4 +231,21 @@ func (s *Store) imageOfRuntime(runtimeName string, progress io.Writer) (v1.Image
 		return nil, nil, fmt.Errorf("image of %s: %w", runtimeName, err)
 	}
 	return img, layer, nil
+}
+
+// resolveForPush resolves what Push and Export pack: a runtime, or a
+// catalog image by its name (its tree, and no runtime).
+func (s *Store) resolveForPush(name string) (Resolved, error) {
+	if _, ok := s.cat.image(name); !ok {
+		return s.Resolve(name)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refreshQuietlyLocked()
+	m := s.currentImageLocked(name, true)
+	if m == nil {
+		img, _ := s.cat.image(name)
+		return Resolved{}, fmt.Errorf("name: catalog image %s (recipe %s) is not in the store: build it (scratchrun images build %s) or pull it", name, shortHash(recipeHash(img)), name)
+	}
+	return Resolved{RootFS: filepath.Join(m.dir, "rootfs"), UIDBase: m.UIDBase, ImageDir: m.dir}, nil
 }

@@ -173,7 +173,7 @@ func (s *Store) refreshLocked() error {
 			slog.Warn("images: ignoring image whose set-id bits may not be stripped (any command of the store's owner, e.g. `scratchrun images list` as root, strips them)", "dir", dir)
 			continue
 		}
-		if isOCISource(m.Source) && (m.Name != ociImageName || validateDigest(m.Digest) != nil || m.Digest != "sha256:"+m.RecipeHash) {
+		if isOCISource(m.Source) && (validateDigest(m.Digest) != nil || (m.byDigest() && m.Digest != "sha256:"+m.RecipeHash)) {
 			slog.Warn("images: ignoring OCI image whose image.json does not name its digest", "dir", dir)
 			continue
 		}
@@ -232,7 +232,7 @@ func (s *Store) loadImported() (map[string]Runtime, error) {
 func (s *Store) imageOfLocked(r Runtime, fromCatalog bool) *imageMeta {
 	if r.Digest != "" && !fromCatalog {
 		for i := range s.images {
-			if m := &s.images[i]; isOCISource(m.Source) && m.Digest == r.Digest {
+			if m := &s.images[i]; m.byDigest() && m.Digest == r.Digest {
 				return m
 			}
 		}
@@ -242,8 +242,9 @@ func (s *Store) imageOfLocked(r Runtime, fromCatalog bool) *imageMeta {
 }
 
 // currentImageLocked returns the image of a name, or nil if it is not on
-// disk: for a catalog image the one built from the current recipe, for an
-// import the newest import of that name.
+// disk: for a catalog image the one of the current recipe (built here, or
+// pulled as that catalog image), for an import the newest import of that
+// name.
 func (s *Store) currentImageLocked(image string, fromCatalog bool) *imageMeta {
 	if fromCatalog {
 		img, ok := s.cat.image(image)
@@ -253,7 +254,7 @@ func (s *Store) currentImageLocked(image string, fromCatalog bool) *imageMeta {
 		hash := recipeHash(img)
 		for i := range s.images {
 			m := &s.images[i]
-			if m.Source == SourceMmdebstrap && m.Name == image && m.RecipeHash == hash {
+			if m.fromRecipe() && m.Name == image && m.RecipeHash == hash {
 				return m
 			}
 		}
@@ -272,7 +273,7 @@ func (s *Store) currentImageLocked(image string, fromCatalog bool) *imageMeta {
 // isCurrentLocked reports whether m is what its runtimes resolve to: an
 // OCI image while some runtime runs in it.
 func (s *Store) isCurrentLocked(m *imageMeta) bool {
-	if isOCISource(m.Source) {
+	if m.byDigest() {
 		for _, r := range s.imported {
 			if r.Digest == m.Digest {
 				return true
@@ -280,7 +281,7 @@ func (s *Store) isCurrentLocked(m *imageMeta) bool {
 		}
 		return false
 	}
-	return s.currentImageLocked(m.Name, m.Source == SourceMmdebstrap) == m
+	return s.currentImageLocked(m.Name, m.fromRecipe()) == m
 }
 
 // runsInLocked reports whether runtime r runs in an image like m (of its
@@ -288,12 +289,12 @@ func (s *Store) isCurrentLocked(m *imageMeta) bool {
 func (s *Store) runsInLocked(r Runtime, m *imageMeta) bool {
 	_, fromCatalog := s.cat.runtime(r.Name)
 	switch {
-	case isOCISource(m.Source):
+	case m.byDigest():
 		return !fromCatalog && r.Digest == m.Digest
 	case r.Digest != "":
 		return false
 	}
-	return r.Image == m.Name && fromCatalog == (m.Source == SourceMmdebstrap)
+	return r.Image == m.Name && fromCatalog == m.fromRecipe()
 }
 
 // allRuntimesLocked returns catalog and imported runtimes sorted by name.

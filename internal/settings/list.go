@@ -187,7 +187,7 @@ var (
 	WorkerRuntimes = &Setting{Name: "runtimes", Flag: "runtimes", Env: "SCRATCHRUN_WORKER_RUNTIMES", Type: List, DefaultText: "every installed one",
 		Commands: []Command{Worker}, Help: "offer only these runtimes (comma-separated)"}
 	ImagesFrom = &Setting{Name: "images-from", Flag: "images-from", Env: "SCRATCHRUN_IMAGES_FROM", Type: List, Meta: "NAME=REF[,NAME=REF...]",
-		Commands: []Command{Worker}, Help: "pull these runtimes at start, before registering: images `scratchrun images push` (or `images export`) wrote; one stored under its digest already is not downloaded again; a failed pull fails the start"}
+		Commands: []Command{Worker}, Help: "pull these runtimes at start, before registering: images `scratchrun images push` (or `images export`) wrote; a catalog name (trixie, python3.13) takes a catalog image pushed by this version and makes it that catalog image; one stored under its digest already is not downloaded again; a failed pull fails the start"}
 	HealthAddr = &Setting{Name: "health-addr", Flag: "health-addr", Env: "SCRATCHRUN_HEALTH_ADDR", Type: Addr, Zero: "off",
 		Commands: []Command{Worker}, Help: "serve /healthz and /readyz here for probes"}
 )
