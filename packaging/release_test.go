@@ -105,6 +105,9 @@ func TestReleaseChecksums(t *testing.T) {
 			}
 		}
 	}
+	if !slices.Contains(listed, "server.json") {
+		t.Errorf("SHA256SUMS does not list server.json: %v", listed)
+	}
 	cmd := exec.Command("sha256sum", "--strict", "-c", "SHA256SUMS")
 	cmd.Dir = dist
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -128,6 +131,18 @@ func TestReleaseChecksums(t *testing.T) {
 	cmd.Dir = bad
 	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), filepath.Base(deb)+": FAILED") {
 		t.Errorf("a corrupt .deb passed sha256sum -c: %v %s", err, out)
+	}
+}
+
+// The release's server.json is the one TestServerJSON validates, for the
+// release's version.
+func TestReleaseServerJSON(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(release(t), "server.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := serverJSON(t, releaseVersion); !bytes.Equal(data, want) {
+		t.Errorf("dist/server.json\n%s\nwant\n%s", data, want)
 	}
 }
 

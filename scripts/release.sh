@@ -2,7 +2,9 @@
 # Builds a release of ScratchRun into dist/: for linux/amd64 and
 # linux/arm64, a tarball of scratchrun, scratchrun-init and scratchrun-spawn,
 # a .deb and an .rpm (nfpm, packaging/nfpm.yaml) and a CycloneDX SBOM of
-# scratchrun's modules (cyclonedx-gomod); then SHA256SUMS over all of them.
+# scratchrun's modules (cyclonedx-gomod); server.json, the MCP Registry's
+# entry for this version (packaging/server-json.sh); then SHA256SUMS over
+# all of them.
 # nfpm and cyclonedx-gomod are go.mod tools: no download step of their own.
 #
 #   scripts/release.sh [VERSION]     # default: git describe --tags --always --dirty
@@ -144,7 +146,10 @@ EOF
   done
 done
 
+step "$version: server.json (the MCP Registry's entry)"
+packaging/server-json.sh "$version" >"$dist/server.json"
+
 step "SHA256SUMS"
-(cd "$dist" && sha256sum -- *.tar.gz *.deb *.rpm *.cdx.json >SHA256SUMS)
+(cd "$dist" && sha256sum -- *.tar.gz *.deb *.rpm *.cdx.json server.json >SHA256SUMS)
 rm -rf "$dist/build"
 cat "$dist/SHA256SUMS" >&2

@@ -26,6 +26,11 @@ const binDir = "/usr/local/bin"
 // one build (the engine refuses a helper of another protocol version).
 var binaries = []string{"scratchrun", "scratchrun-init", "scratchrun-spawn"}
 
+// mcpServerName is the image's label io.modelcontextprotocol.server.name:
+// the MCP Registry lists an OCI package only when the image carries the
+// name of the server.json that lists it (packaging/server.json).
+const mcpServerName = "io.github.scratchrun/scratchrun"
+
 // entrypoint and defaultCmd: `podman run IMAGE` serves the HTTP API,
 // `podman run IMAGE worker --nats=...` is a cluster's worker.
 var (
@@ -61,9 +66,10 @@ func buildImage(o options) (v1.Image, error) {
 		return nil, err
 	}
 	labels := map[string]string{
-		"org.opencontainers.image.title":   "scratchrun",
-		"org.opencontainers.image.version": o.version,
-		"org.opencontainers.image.created": o.created.Format(time.RFC3339),
+		"org.opencontainers.image.title":      "scratchrun",
+		"org.opencontainers.image.version":    o.version,
+		"org.opencontainers.image.created":    o.created.Format(time.RFC3339),
+		"io.modelcontextprotocol.server.name": mcpServerName,
 	}
 	if o.revision != "" {
 		labels["org.opencontainers.image.revision"] = o.revision

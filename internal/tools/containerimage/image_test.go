@@ -3,6 +3,7 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
@@ -65,7 +66,7 @@ func TestArchive(t *testing.T) {
 	if !slices.Equal(c.Entrypoint, []string{"/usr/local/bin/scratchrun"}) || !slices.Equal(c.Cmd, []string{"serve"}) || cfg.Architecture != "amd64" ||
 		c.Labels["org.opencontainers.image.version"] != "v1" || c.Labels["org.opencontainers.image.revision"] != "abc" ||
 		c.Labels["org.opencontainers.image.source"] != o.source || c.Labels["org.opencontainers.image.created"] != "2026-01-02T03:04:05Z" ||
-		!cfg.Created.Equal(o.created) {
+		!cfg.Created.Equal(o.created) || c.Labels["io.modelcontextprotocol.server.name"] != serverJSONName(t) {
 		t.Errorf("config %+v", cfg)
 	}
 	layers, _ := img.Layers()
@@ -144,4 +145,19 @@ func untar(t *testing.T, r io.Reader, dir string) {
 		data, _ := io.ReadAll(tr)
 		os.WriteFile(p, data, 0o644)
 	}
+}
+
+// serverJSONName is the name packaging/server.json lists the server under,
+// which the registry wants in the image's label.
+func serverJSONName(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile("../../../packaging/server.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s struct{ Name string }
+	if err := json.Unmarshal(data, &s); err != nil {
+		t.Fatal(err)
+	}
+	return s.Name
 }
