@@ -86,7 +86,7 @@ go mod tidy -diff
 # The fuzz targets of the trust boundaries (tar extractor, init's messages,
 # cluster frames, the strict request decoder), a short budget each; their
 # seed corpora already ran in the fast tier.
-printf '\n==> fuzz: each target for %s (scripts/fuzz.sh)\n' "${FUZZTIME:-10s}" >&2
+printf '\n==> fuzz: each target for %s (scripts/fuzz.sh)\n' "${FUZZTIME:-5000 inputs}" >&2
 scripts/fuzz.sh
 
 # The container image the full tier runs under podman, built as a release
