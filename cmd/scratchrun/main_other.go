@@ -16,7 +16,7 @@ func main() {
 // engineCommands are the commands of a Linux build that run sandboxes or
 // serve them: here each one only says where to run it, so that a Linux
 // habit or a copied script meets a plain answer instead of "unknown command".
-var engineCommands = []string{"exec", "serve", "worker", "keys", "images", "bench", "setup", "settings"}
+var engineCommands = []string{"exec", "serve", "worker", "keys", "images", "bench", "setup"}
 
 func init() {
 	commands = []command{
