@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"compress/gzip"
 	"debug/elf"
+	"debug/macho"
+	"debug/pe"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -84,6 +86,15 @@ func artifacts(arch string) []string {
 		"scratchrun-" + packageVersion + "-1." + rpmArch + ".rpm"}
 }
 
+// clientPlatforms are the desktop OSes whose tarball holds scratchrun alone,
+// the client (cmd/scratchrun's client_build_test.go builds the same list).
+var clientPlatforms = []struct{ goos, goarch string }{{"darwin", "amd64"}, {"darwin", "arm64"}, {"windows", "amd64"}}
+
+// clientTarball is the tarball's base name for a desktop platform.
+func clientTarball(goos, goarch string) string {
+	return "scratchrun_" + releaseVersion + "_" + goos + "_" + goarch
+}
+
 // Every artifact of both architectures is there and in SHA256SUMS, and
 // sha256sum -c (what docs/install.md tells a user to run) verifies them.
 func TestReleaseChecksums(t *testing.T) {
@@ -107,6 +118,11 @@ func TestReleaseChecksums(t *testing.T) {
 	}
 	if !slices.Contains(listed, "server.json") {
 		t.Errorf("SHA256SUMS does not list server.json: %v", listed)
+	}
+	for _, p := range clientPlatforms {
+		if name := clientTarball(p.goos, p.goarch) + ".tar.gz"; !slices.Contains(listed, name) {
+			t.Errorf("SHA256SUMS does not list %s: %v", name, listed)
+		}
 	}
 	cmd := exec.Command("sha256sum", "--strict", "-c", "SHA256SUMS")
 	cmd.Dir = dist
@@ -185,6 +201,36 @@ func TestReleaseTarballs(t *testing.T) {
 	if out := hostBinary(t, "version"); !strings.Contains(out, releaseVersion) {
 		t.Errorf("scratchrun version says %q, want %s", out, releaseVersion)
 	}
+}
+
+// Each desktop tarball holds scratchrun alone (scratchrun.exe on Windows),
+// built for its OS and architecture.
+func TestReleaseClientTarballs(t *testing.T) {
+	dist := release(t)
+	for _, p := range clientPlatforms {
+		base := clientTarball(p.goos, p.goarch)
+		exe := map[string]string{"windows": ".exe"}[p.goos]
+		files := untar(t, filepath.Join(dist, base+".tar.gz"))
+		data, ok := files[base+"/scratchrun"+exe]
+		if len(files) != 1 || !ok {
+			t.Errorf("%s holds %d files, want %s/scratchrun%s alone", base, len(files), base, exe)
+			continue
+		}
+		if got := executableFor(data); got != p.goos+"/"+p.goarch {
+			t.Errorf("%s/scratchrun%s is for %s, want %s/%s", base, exe, got, p.goos, p.goarch)
+		}
+	}
+}
+
+// executableFor says which OS/architecture a Mach-O or PE binary is for.
+func executableFor(data []byte) string {
+	if f, err := macho.NewFile(bytes.NewReader(data)); err == nil {
+		return map[macho.Cpu]string{macho.CpuAmd64: "darwin/amd64", macho.CpuArm64: "darwin/arm64"}[f.Cpu]
+	}
+	if f, err := pe.NewFile(bytes.NewReader(data)); err == nil && f.Machine == pe.IMAGE_FILE_MACHINE_AMD64 {
+		return "windows/amd64"
+	}
+	return "unknown"
 }
 
 // hostBinary runs the release's scratchrun of this machine's architecture

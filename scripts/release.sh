@@ -2,9 +2,10 @@
 # Builds a release of ScratchRun into dist/: for linux/amd64 and
 # linux/arm64, a tarball of scratchrun, scratchrun-init and scratchrun-spawn,
 # a .deb and an .rpm (nfpm, packaging/nfpm.yaml) and a CycloneDX SBOM of
-# scratchrun's modules (cyclonedx-gomod); server.json, the MCP Registry's
-# entry for this version (packaging/server-json.sh); then SHA256SUMS over
-# all of them.
+# scratchrun's modules (cyclonedx-gomod); for darwin/amd64, darwin/arm64 and
+# windows/amd64 a tarball of scratchrun alone (the client: scratchrun mcp
+# forwarding to a server); server.json, the MCP Registry's entry for this
+# version (packaging/server-json.sh); then SHA256SUMS over all of them.
 # nfpm and cyclonedx-gomod are go.mod tools: no download step of their own.
 #
 #   scripts/release.sh [VERSION]     # default: git describe --tags --always --dirty
@@ -144,6 +145,19 @@ EOF
     step "$version linux/$arch: .$packager (nfpm)"
     go tool nfpm package --config "$config" --packager "$packager" --target "$dist/"
   done
+done
+
+# Desktop clients: scratchrun alone (there it is the client, `scratchrun
+# mcp` forwarding to a server; the engine and its helpers are Linux's), in
+# a tarball of the same shape (Windows 10 and later have tar).
+for platform in darwin/amd64 darwin/arm64 windows/amd64; do
+  goos=${platform%/*} goarch=${platform#*/}
+  name="scratchrun_${version}_${goos}_$goarch"
+  step "$version $platform: scratchrun (the client), tarball"
+  mkdir -p "$dist/build/$name"
+  CGO_ENABLED=0 GOOS=$goos GOARCH=$goarch go build -trimpath -ldflags "$ldflags" -o "$dist/build/$name/" ./cmd/scratchrun
+  tar -C "$dist/build" --sort=name --mtime="@$SOURCE_DATE_EPOCH" --owner=0 --group=0 --numeric-owner \
+    -cf - "$name" | gzip -9n >"$dist/$name.tar.gz"
 done
 
 step "$version: server.json (the MCP Registry's entry)"

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command scratchrun-init is pid 1 of every gVisor sandbox, and the reaper
 // its user code runs under (package goinit). The engine (scratchrun) starts
 // it through runsc; it is not meant to be run by hand. It is a separate,

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -136,12 +138,4 @@ func unenforcedRefusal(b sandbox.Backend, root, allowed bool) error {
 	}
 	return fmt.Errorf("running as root, but %s Set %s=1 to run without them",
 		sandbox.UnenforcedWarning(missing, sandbox.UnenforcedWhy(b)), settings.AllowUnenforced.Env)
-}
-
-func newLogger(debug bool) *slog.Logger {
-	level := slog.LevelWarn
-	if debug {
-		level = slog.LevelDebug
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }

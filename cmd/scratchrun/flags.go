@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -88,4 +89,12 @@ func resolveSettings(set *settings.Set, usageError func(string) int) (*settings.
 		return nil, usageError(err.Error()), false
 	}
 	return v, 0, true
+}
+
+// flagExit is the status after fs.Parse failed: 0 for -h, which is no error.
+func flagExit(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	return exitUsage
 }

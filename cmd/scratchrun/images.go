@@ -1,8 +1,9 @@
+//go:build linux
+
 package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"maps"
@@ -197,13 +198,6 @@ func imagesPrune(args []string) int {
 		return exitInternal
 	}
 	return 0
-}
-
-func flagExit(err error) int {
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	return exitUsage
 }
 
 func humanBytes(n int64) string {

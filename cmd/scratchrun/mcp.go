@@ -78,7 +78,7 @@ type mcpConfig struct {
 	debug          bool
 	apiKey, apiURL string
 	// local is the engine's when no API key sends code elsewhere.
-	local engineSetup
+	local mcpLocal
 }
 
 const mcpHelp = `usage: scratchrun mcp [--http ADDR [--token TOKEN] [--max-conns N]]
@@ -86,9 +86,7 @@ const mcpHelp = `usage: scratchrun mcp [--http ADDR [--token TOKEN] [--max-conns
 Serves the MCP tool scratchrun_exec. Without --http it speaks MCP on stdin and
 stdout, as desktop clients expect ({"command": "scratchrun", "args": ["mcp"]}).
 
-Code runs in the local engine, or on a ScratchRun server when SCRATCHRUN_API_KEY
-is set (SCRATCHRUN_API_URL, default ` + remote.DefaultURL + `).
-
+` + mcpBackendHelp + `
 flags:
 `
 
@@ -121,7 +119,7 @@ func parseMCP(args []string) (mcpConfig, int, bool) {
 		return c, 0, true
 	}
 	var err error
-	if c.local, err = parseEngine(v, settings.MCP); err != nil {
+	if c.local, err = parseMCPLocal(v); err != nil {
 		return c, mcpUsageError(err.Error()), false
 	}
 	return c, 0, true
@@ -167,16 +165,8 @@ func mcpService(c mcpConfig, log *slog.Logger) (svc execapi.Service, redact []st
 		}
 		return remote.New(c.apiURL, c.apiKey, httpapi.ClientBounds{}), []string{c.apiKey}, func() {}, nil
 	}
-	eng, err := c.local.open(log)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	closeEngine := func() {
-		if err := eng.Close(); err != nil {
-			log.Warn("mcp: closing the engine", "err", err)
-		}
-	}
-	return eng, nil, closeEngine, nil
+	svc, closeService, err = c.local.open(log)
+	return svc, nil, closeService, err
 }
 
 func serveMCPStdio(ctx context.Context, svc execapi.Service, opts mcpserver.Options) int {

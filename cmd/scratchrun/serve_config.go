@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -10,7 +12,6 @@ import (
 	"github.com/scratchrun/scratchrun/internal/console"
 	"github.com/scratchrun/scratchrun/internal/execapi"
 	"github.com/scratchrun/scratchrun/internal/httpapi"
-	"github.com/scratchrun/scratchrun/internal/mcpserver"
 	"github.com/scratchrun/scratchrun/internal/settings"
 )
 
@@ -38,23 +39,6 @@ type serveConfig struct {
 type frontendSetup struct {
 	policy    execapi.Policy
 	queueWait queueWait
-}
-
-// mcpSessions bound the MCP sessions of Streamable HTTP, for serve's /mcp
-// and `mcp --http` alike (0: mcpserver's defaults).
-type mcpSessions struct {
-	max, perKey int
-	idle        time.Duration
-}
-
-func parseMCPSessions(v *settings.Values) mcpSessions {
-	return mcpSessions{max: v.Int(settings.MCPMaxSessions), perKey: v.Int(settings.MCPSessionsPerKey), idle: v.Duration(settings.MCPSessionIdle)}
-}
-
-// apply sets the bounds in o.
-func (s mcpSessions) apply(o mcpserver.Options) mcpserver.Options {
-	o.MaxSessions, o.MaxSessionsPerCaller, o.SessionTimeout = s.max, s.perKey, s.idle
-	return o
 }
 
 const serveHelp = `usage: scratchrun serve [--addr HOST:PORT] [--db FILE|postgres://...] [--nats URL[,URL...]] [flags]
@@ -139,13 +123,4 @@ func defaultDBPath() string {
 		return filepath.Join(os.TempDir(), fmt.Sprintf("scratchrun-%d", os.Getuid()), "scratchrun.db")
 	}
 	return filepath.Join(home, ".local", "share", "scratchrun", "scratchrun.db")
-}
-
-func firstNonEmpty(values ...string) string {
-	for _, v := range values {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"golang.org/x/net/netutil"
-	"golang.org/x/sys/unix"
 )
 
 // Defaults of ConnLimits.
@@ -59,17 +58,6 @@ func (l ConnLimits) withDefaults() ConnLimits {
 		l.IdleTimeout = DefaultIdleTimeout
 	}
 	return l
-}
-
-// DefaultMaxConns is half the process's descriptor limit (the other half is
-// left to the engine: sandboxes, pipes, the key database), between 16 and
-// 4096.
-func DefaultMaxConns() int {
-	var lim unix.Rlimit
-	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
-		return 512
-	}
-	return int(min(max(lim.Cur/2, minDefaultConns), maxDefaultConns))
 }
 
 // NewBoundedServer is the one construction of an HTTP server and listener

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"log/slog"
+
+	"github.com/scratchrun/scratchrun/internal/execapi"
+	"github.com/scratchrun/scratchrun/internal/mcpserver/remote"
+	"github.com/scratchrun/scratchrun/internal/settings"
+)
+
+// mcpBackendHelp says where mcp's code runs: on Linux, the embedded engine
+// unless a key sends it to a server.
+const mcpBackendHelp = `Code runs in the local engine, or on a ScratchRun server when SCRATCHRUN_API_KEY
+is set (SCRATCHRUN_API_URL, default ` + remote.DefaultURL + `).
+`
+
+// mcpLocal is the embedded engine mcp runs code in without an API key.
+type mcpLocal struct{ engineSetup }
+
+func parseMCPLocal(v *settings.Values) (mcpLocal, error) {
+	s, err := parseEngine(v, settings.MCP)
+	return mcpLocal{s}, err
+}
+
+// open builds the engine; closeService closes it, logging what fails.
+func (l mcpLocal) open(log *slog.Logger) (svc execapi.Service, closeService func(), err error) {
+	eng, err := l.engineSetup.open(log)
+	if err != nil {
+		return nil, nil, err
+	}
+	return eng, func() {
+		if err := eng.Close(); err != nil {
+			log.Warn("mcp: closing the engine", "err", err)
+		}
+	}, nil
+}
