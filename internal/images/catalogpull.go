@@ -2,11 +2,8 @@ package images
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-
-	"github.com/google/go-containerregistry/pkg/name"
 )
 
 // catalogImageNamed is the catalog image name stands for: itself, or the
@@ -40,26 +37,9 @@ func (s *Store) pullCatalog(ctx context.Context, ref string, spec RuntimeSpec, r
 	if err := checkCatalogSpec(spec, recipe); err != nil {
 		return err
 	}
-	want, err := sel.platform()
-	if err != nil {
-		return err
-	}
-	r, err := parseRef(ref, sel.Insecure)
-	if err != nil {
-		return err
-	}
-	if d, ok := r.(name.Digest); ok {
-		err := s.addCatalogImage(ctx, &ociImage{digest: parseDigest(d.DigestStr()), ref: r.String(), platform: want}, spec.Name, recipe, sel.Limits, progress)
-		if !errors.Is(err, errNotStored) {
-			return err
-		}
-	}
-	fmt.Fprintf(progress, "resolving %s for %s ...\n", r, want.String())
-	img, err := resolveRemote(ctx, r, sel)
-	if err != nil {
-		return err
-	}
-	return s.addCatalogImage(ctx, img, spec.Name, recipe, sel.Limits, progress)
+	return fetchThen(ctx, ref, sel, progress, func(img *ociImage) error {
+		return s.addCatalogImage(ctx, img, spec.Name, recipe, sel.Limits, progress)
+	})
 }
 
 // addCatalogImage stores img as the catalog image recipe, asked for by

@@ -185,6 +185,16 @@ func (s *Store) Pull(ctx context.Context, ref string, spec RuntimeSpec, sel Imag
 	if err := s.checkNewSpec(spec); err != nil {
 		return err
 	}
+	return fetchThen(ctx, ref, sel, progress, func(img *ociImage) error {
+		return s.addOCIRuntime(ctx, img, spec, sel.Limits, progress)
+	})
+}
+
+// fetchThen resolves ref for sel's platform and hands the image to add. A
+// reference by digest is first handed over without its image (before any
+// network): add answers errNotStored when the store does not hold that
+// digest, and only then is the registry asked.
+func fetchThen(ctx context.Context, ref string, sel ImageSelect, progress io.Writer, add func(*ociImage) error) error {
 	want, err := sel.platform()
 	if err != nil {
 		return err
@@ -194,7 +204,7 @@ func (s *Store) Pull(ctx context.Context, ref string, spec RuntimeSpec, sel Imag
 		return err
 	}
 	if d, ok := r.(name.Digest); ok {
-		err := s.addOCIRuntime(ctx, &ociImage{digest: parseDigest(d.DigestStr()), ref: r.String(), platform: want}, spec, sel.Limits, progress)
+		err := add(&ociImage{digest: parseDigest(d.DigestStr()), ref: r.String(), platform: want})
 		if !errors.Is(err, errNotStored) {
 			return err
 		}
@@ -204,7 +214,7 @@ func (s *Store) Pull(ctx context.Context, ref string, spec RuntimeSpec, sel Imag
 	if err != nil {
 		return err
 	}
-	return s.addOCIRuntime(ctx, img, spec, sel.Limits, progress)
+	return add(img)
 }
 
 // errNotStored says a pull by digest must fetch after all.
