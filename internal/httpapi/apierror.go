@@ -12,11 +12,14 @@ import (
 
 // Error codes of the HTTP API beyond those shared in execapi.
 const (
-	CodeUnauthorized     = "unauthorized"
-	CodeBodyTooLarge     = "body_too_large"
-	CodeNotFound         = "not_found"
-	CodeMethodNotAllowed = "method_not_allowed"
-	CodeMediaType        = "unsupported_media_type"
+	CodeUnauthorized = "unauthorized"
+	// CodeInsufficientScope answers an OAuth token without the scopes /mcp
+	// needs (403, as RFC 6750 §3.1 names it).
+	CodeInsufficientScope = "insufficient_scope"
+	CodeBodyTooLarge      = "body_too_large"
+	CodeNotFound          = "not_found"
+	CodeMethodNotAllowed  = "method_not_allowed"
+	CodeMediaType         = "unsupported_media_type"
 )
 
 // APIError is a non-2xx answer of a ScratchRun server, as the client sees

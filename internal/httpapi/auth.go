@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 
 	"github.com/scratchrun/scratchrun/internal/execapi"
+	"github.com/scratchrun/scratchrun/internal/oauth"
 	"github.com/scratchrun/scratchrun/internal/store"
 )
 
@@ -50,26 +51,42 @@ func (a *authenticator) open(ctx context.Context) (bool, error) {
 	return !has, nil
 }
 
-// authenticate returns the request's key (nil in open mode), or ok false when
-// the request must be refused. Missing, malformed, unknown and revoked keys
-// are refused alike, so an answer never hints whether a key exists.
-func (a *authenticator) authenticate(r *http.Request) (key *store.Key, ok bool, err error) {
+// authenticate returns the request's key (nil in open mode), or a refusal.
+// Missing, malformed, unknown and revoked keys are refused alike, so an
+// answer never hints whether a key exists. With tokens (the /mcp route of
+// a server with OAuth), an OAuth access token is taken too, and acts as
+// the key its grant names.
+func (s *Server) authenticate(r *http.Request, tokens bool) (*store.Key, *oauth.Grant, *tokenRefusal, error) {
+	a := s.auth
 	open, err := a.open(r.Context())
 	if err != nil || open {
-		return nil, open, err
+		return nil, nil, nil, err
+	}
+	unauthorized := &tokenRefusal{status: http.StatusUnauthorized, description: errUnauthorized.Error()}
+	if r.URL.Query().Has("access_token") {
+		// RFC 6750 §2.3 allows it; the MCP authorization specification
+		// forbids it: a URL ends up in logs and histories.
+		return nil, nil, &tokenRefusal{http.StatusBadRequest, "invalid_request",
+			"access_token: a token is never accepted in the query string; send it in the Authorization header"}, nil
 	}
 	token := bearerToken(r)
 	if token == "" {
-		return nil, false, nil
+		return nil, nil, unauthorized, nil
+	}
+	if tokens && !looksLikeAPIKey(token) {
+		return s.verifyToken(r.Context(), token)
 	}
 	k, err := a.keys.Authenticate(r.Context(), token)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, false, nil
+		if tokens {
+			unauthorized.code = "invalid_token"
+		}
+		return nil, nil, unauthorized, nil
 	}
 	if err != nil {
-		return nil, false, err
+		return nil, nil, nil, err
 	}
-	return &k, true, nil
+	return &k, nil, nil, nil
 }
 
 func bearerToken(r *http.Request) string {
@@ -82,22 +99,42 @@ func bearerToken(r *http.Request) string {
 
 // requireKey refuses requests without a valid key with 401 and otherwise
 // records the key, and the caller for accounting, in the request's context.
-func (s *Server) requireKey(next http.Handler) http.Handler {
+func (s *Server) requireKey(next http.Handler) http.Handler { return s.requireCaller(next, false) }
+
+// requireCaller is requireKey, taking OAuth tokens too when tokens is set
+// and the server has OAuth; its refusals then carry the challenge that
+// tells a client where to get one.
+func (s *Server) requireCaller(next http.Handler, tokens bool) http.Handler {
+	withOAuth := tokens && s.cfg.OAuth != nil
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key, ok, err := s.auth.authenticate(r)
+		key, grant, refusal, err := s.authenticate(r, withOAuth)
 		if err != nil {
 			s.log.Error("authenticate", "err", err)
-			writeError(w, http.StatusInternalServerError, execapi.CodeInternal, "the key store could not be read")
+			writeError(w, http.StatusInternalServerError, execapi.CodeInternal, "the key store or the authorization server could not be read")
 			return
 		}
-		if !ok {
+		if refusal != nil {
 			s.m.rejections.add(reasonUnauthorized)
-			w.Header().Set("WWW-Authenticate", `Bearer realm="scratchrun"`)
-			writeError(w, http.StatusUnauthorized, CodeUnauthorized, errUnauthorized.Error())
+			code := CodeUnauthorized
+			switch refusal.status {
+			case http.StatusForbidden:
+				code = CodeInsufficientScope
+			case http.StatusBadRequest:
+				code = execapi.CodeInvalidRequest
+			}
+			if withOAuth {
+				s.cfg.OAuth.challenge(w, *refusal)
+			} else {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="scratchrun"`)
+			}
+			writeError(w, refusal.status, code, refusal.description)
 			return
 		}
 		if key != nil {
 			ctx := context.WithValue(r.Context(), keyContextKey{}, key)
+			if grant != nil {
+				ctx = context.WithValue(ctx, grantContextKey{}, grant)
+			}
 			r = r.WithContext(execapi.WithCaller(ctx, key.ID))
 		}
 		next.ServeHTTP(w, r)
@@ -121,6 +158,9 @@ func (s *Server) mcpAuth(next http.Handler) http.Handler {
 		k := keyFrom(r.Context())
 		if k == nil {
 			return nil, auth.ErrInvalidToken
+		}
+		if g := grantFrom(r.Context()); g != nil {
+			return &auth.TokenInfo{UserID: k.ID, Scopes: g.Scopes, Expiration: g.Expiry}, nil
 		}
 		return &auth.TokenInfo{UserID: k.ID, Expiration: time.Now().Add(mcpTokenLifetime)}, nil
 	}

@@ -15,6 +15,8 @@ type KeyStore interface {
 	// HasKeys and Authenticate are store.Store's: see there.
 	HasKeys(ctx context.Context) (bool, error)
 	Authenticate(ctx context.Context, secret string) (store.Key, error)
+	// KeyByID is store.Store's: the key an OAuth token acts as.
+	KeyByID(ctx context.Context, id string) (store.Key, error)
 	// RecordUsage and RecordRefusal are store.Store's: see there.
 	RecordUsage(ctx context.Context, u store.Usage) error
 	RecordRefusal(ctx context.Context, keyID, reason string, at time.Time) error
@@ -27,6 +29,8 @@ var _ KeyStore = (*store.Store)(nil)
 type keyLookup interface {
 	HasKeys(ctx context.Context) (bool, error)
 	Authenticate(ctx context.Context, secret string) (store.Key, error)
+	// KeyByID is store.Store's: the key an OAuth token acts as.
+	KeyByID(ctx context.Context, id string) (store.Key, error)
 }
 
 // accounts is what the gate writes: a row per run, a count per refusal.

@@ -143,6 +143,8 @@ type serverOptions struct {
 	log *slog.Logger
 	// version is Config.Version.
 	version string
+	// oauth is Config.OAuth.
+	oauth *OAuth
 }
 
 // testServer is a real server on 127.0.0.1 with its own key database.
@@ -199,7 +201,7 @@ func startServerWith(t *testing.T, o serverOptions, mutate func(*engine.Config))
 		t.Fatal(err)
 	}
 	cfg := Config{Service: svc.(execapi.Service), Policy: svc.Policy(), Keys: keys, MaxBodyBytes: o.maxBody, Conns: o.conns, Metrics: o.metrics,
-		RecordTimeout: o.recordTimeout, Logger: o.log, Version: o.version}
+		RecordTimeout: o.recordTimeout, Logger: o.log, Version: o.version, OAuth: o.oauth}
 	if o.keys != nil {
 		cfg.Keys = o.keys(keys)
 	}

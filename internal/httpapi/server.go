@@ -75,6 +75,9 @@ type Config struct {
 	// (it has a sign-in of its own) but behind GuardOrigin as every route
 	// is. Unset, /console answers 404 saying how to turn it on.
 	Console func(svc execapi.Service, live func() Live) http.Handler
+	// OAuth, when set, lets /mcp take OAuth access tokens besides API keys
+	// (see OAuth). Nil: API keys only.
+	OAuth *OAuth
 	// Metrics are collectors of the service's own, exported with the
 	// server's at /metrics (a cluster's front end: its workers' capacity
 	// and its placement retries).
@@ -115,6 +118,11 @@ func New(cfg Config) (*Server, error) {
 		// A checked request would reach the engine past a policy it does
 		// not hold.
 		return nil, errors.New("httpapi: Config.Policy is not the engine's own policy")
+	}
+	if cfg.OAuth != nil {
+		if err := cfg.OAuth.check(); err != nil {
+			return nil, fmt.Errorf("httpapi: %w", err)
+		}
 	}
 	info, err := cfg.Service.Describe(context.Background())
 	if err != nil {
@@ -275,6 +283,9 @@ func (s *Server) routes() http.Handler {
 	if s.cfg.MCP != nil {
 		mux.Handle("/mcp", s.m.instrument("/mcp", s.mcpRoute(s.cfg.MCP(s.gate))))
 	}
+	if s.cfg.OAuth != nil {
+		s.mountOAuth(mux)
+	}
 	console := consoleOff()
 	if s.cfg.Console != nil {
 		console = s.cfg.Console(operatorGate{s.gate}, s.Live)
@@ -309,7 +320,7 @@ func (s *Server) refuseDraining(w http.ResponseWriter) {
 // their own, so they are not waited for when draining; the tool calls
 // (POST) are.
 func (s *Server) mcpRoute(h http.Handler) http.Handler {
-	authed := s.requireKey(s.mcpAuth(h))
+	authed := s.requireCaller(s.mcpAuth(h), true)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
 		if r.Method == http.MethodGet {
