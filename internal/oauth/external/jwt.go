@@ -3,6 +3,7 @@ package external
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
@@ -32,9 +33,13 @@ type accessClaims struct {
 // verifyJWT checks token's signature against the issuer's keys and its
 // issuer, and returns its claims for the checks both ways share.
 func (v *Verifier) verifyJWT(ctx context.Context, token string) (facts, error) {
+	if strings.Count(token, ".") != 2 {
+		return facts{}, oauth.Invalid("the token is not a JWT (this server checks JWTs; opaque tokens need introspection)")
+	}
+	// The library's error is not passed on: it may quote parts of the token.
 	tok, err := jwt.ParseSigned(token, signingAlgs)
 	if err != nil {
-		return facts{}, oauth.Invalid("the token is not a JWT signed with an asymmetric algorithm (" + err.Error() + ")")
+		return facts{}, oauth.Invalid("the token is not a JWT signed with an asymmetric algorithm (RS, PS, ES or EdDSA)")
 	}
 	if len(tok.Headers) != 1 {
 		return facts{}, oauth.Invalid("the token has more than one signature")
@@ -60,7 +65,7 @@ func (v *Verifier) verifyJWT(ctx context.Context, token string) (facts, error) {
 	}
 	var c accessClaims
 	if err := tok.Claims(key, &c); err != nil {
-		return facts{}, oauth.Invalid("the token's claims are malformed (" + err.Error() + ")")
+		return facts{}, oauth.Invalid("the token's claims are malformed")
 	}
 	if c.Issuer != v.cfg.Issuer {
 		return facts{}, oauth.Invalid("the token is from another issuer (iss is not " + v.cfg.Issuer + ")")
