@@ -15,7 +15,8 @@ import (
 // server rotated its keys), or when the copy is older than maxAge (a key
 // the server withdrew stops being trusted). Refetches are at most one per
 // minInterval, so tokens with made-up key ids cannot make the verifier
-// hammer the server.
+// hammer the server. A failed refetch keeps the last good copy: an
+// authorization server that is briefly down does not stop every client.
 type keySet struct {
 	url         string
 	client      *http.Client
