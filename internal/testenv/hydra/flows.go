@@ -117,6 +117,26 @@ func (h *Instance) AuthCode(t testing.TB, r AuthCodeRequest) Tokens {
 	if r.Subject != "" {
 		q.Set("login_hint", r.Subject)
 	}
+	got := h.FollowAuthorization(t, h.PublicURL+"/oauth2/auth?"+q.Encode(), redirectURI)
+	if got.Get("state") != state {
+		t.Fatal("hydra: the redirect's state is not the request's")
+	}
+	code := got.Get("code")
+	form := url.Values{"grant_type": {"authorization_code"}, "code": {code},
+		"redirect_uri": {redirectURI}, "code_verifier": {verifier}}
+	if r.Resource != "" {
+		form.Set("resource", r.Resource)
+	}
+	return h.token(t, r.Client, form)
+}
+
+// FollowAuthorization is the browser of an authorization request that
+// some client built (the MCP SDK's, say): it GETs authURL with a cookie
+// jar and follows Hydra's redirects through the login and consent app
+// until the one to redirectURI, whose query (code and state) it returns.
+// An error in that redirect fails t.
+func (h *Instance) FollowAuthorization(t testing.TB, authURL, redirectURI string) url.Values {
+	t.Helper()
 	jar, _ := cookiejar.New(nil)
 	var final *url.URL
 	browser := &http.Client{Jar: jar, Timeout: 30 * time.Second, CheckRedirect: func(req *http.Request, via []*http.Request) error {
@@ -129,7 +149,7 @@ func (h *Instance) AuthCode(t testing.TB, r AuthCodeRequest) Tokens {
 		}
 		return nil
 	}}
-	resp, err := browser.Get(h.PublicURL + "/oauth2/auth?" + q.Encode())
+	resp, err := browser.Get(authURL)
 	if err != nil {
 		t.Fatalf("hydra: authorization request: %v", err)
 	}
@@ -141,15 +161,7 @@ func (h *Instance) AuthCode(t testing.TB, r AuthCodeRequest) Tokens {
 	if e := final.Query().Get("error"); e != "" {
 		t.Fatalf("hydra: authorization refused: %s: %s", e, final.Query().Get("error_description"))
 	}
-	if final.Query().Get("state") != state {
-		t.Fatal("hydra: the redirect's state is not the request's")
-	}
-	form := url.Values{"grant_type": {"authorization_code"}, "code": {final.Query().Get("code")},
-		"redirect_uri": {redirectURI}, "code_verifier": {verifier}}
-	if r.Resource != "" {
-		form.Set("resource", r.Resource)
-	}
-	return h.token(t, r.Client, form)
+	return final.Query()
 }
 
 // ClientCredentials gets a token for the client itself (its subject is
