@@ -63,6 +63,10 @@ if ! dpkg-query -W -f='${Status}' podman 2>/dev/null | grep -q "install ok insta
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends podman
 fi
 
+# The OAuth tests run Ory Hydra as the external authorization server
+# (internal/testenv/hydra): built once from test/tools/hydra and cached.
+export SCRATCHRUN_HYDRA="$(scripts/hydra.sh)"
+
 printf '\n==> gofmt and go vet\n' >&2
 unformatted="$(gofmt -l .)"
 if [[ -n "$unformatted" ]]; then
