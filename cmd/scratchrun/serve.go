@@ -78,6 +78,10 @@ func runServe(c serveConfig) int {
 	}
 
 	log := newLogger(c.debug)
+	oauthCfg, err := c.oauth.build(ctx, ln, keys, log)
+	if err != nil {
+		return serveUsageError(err.Error())
+	}
 	s, err := openServed(c, log, dbShown)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "scratchrun serve: %v\n", err)
@@ -106,6 +110,7 @@ func runServe(c serveConfig) int {
 			return mcpserver.HTTPHandler(svc, c.sessions.apply(mcpserver.Options{Logger: log, Version: buildinfo.Get().Version}))
 		},
 		Console: mountConsole,
+		OAuth:   oauthCfg,
 		Logger:  log,
 	})
 	if err != nil {
@@ -118,6 +123,9 @@ func runServe(c serveConfig) int {
 		fmt.Fprintf(os.Stderr, "scratchrun serve: no API keys exist: serving WITHOUT authentication until one is created (scratchrun keys create --name NAME --db %s)\n", dbShown)
 	}
 	fmt.Fprintf(os.Stderr, "scratchrun serve: listening on http://%s (%s; keys in %s)\n", ln.Addr(), s.describe(), dbShown)
+	if oauthCfg != nil {
+		fmt.Fprintf(os.Stderr, "scratchrun serve: /mcp takes OAuth tokens for %s from %s\n", oauthCfg.Resource, oauthCfg.AuthorizationServers[0])
+	}
 	if c.consoleToken != "" {
 		fmt.Fprintf(os.Stderr, "scratchrun serve: web console at http://%s/console (sign in with the console token)\n", ln.Addr())
 	}

@@ -31,6 +31,7 @@ type serveConfig struct {
 	nats               natsSetup
 	local              engineSetup // without --nats
 	frontend           frontendSetup
+	oauth              oauthSetup
 }
 
 // frontendSetup is a cluster's front end: the policy it validates
@@ -90,6 +91,9 @@ func parseServe(args []string) (serveConfig, int, bool) {
 		}
 	}
 	var err error
+	if c.oauth, err = parseOAuth(v); err != nil {
+		return c, serveUsageError(err.Error()), false
+	}
 	if c.clustered {
 		c.frontend.policy, err = parsePolicy(v)
 		c.frontend.queueWait = operatorQueueWait(v)

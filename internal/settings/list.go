@@ -141,6 +141,31 @@ var (
 		Commands: []Command{Serve, Frontend}, Help: "let --metrics-addr listen beyond loopback (anyone who reaches it reads the metrics)"}
 	ConsoleToken = &Setting{Name: "console-token", Flag: "console-token", Env: "SCRATCHRUN_CONSOLE_TOKEN", Type: String, Meta: "TOKEN",
 		Commands: []Command{Serve, Frontend}, Help: "serve the web console at /console, signed in with this token of at least 16 characters (the variable is better: a flag shows in ps)"}
+	PublicURL = &Setting{Name: "public-url", Flag: "public-url", Env: "SCRATCHRUN_PUBLIC_URL", Type: URL, Meta: "URL",
+		DefaultText: "http://ADDR when --addr is loopback", Commands: []Command{Serve, Frontend},
+		Help: "where clients reach this server (https://host[:port], the origin a TLS proxy in front serves): OAuth's resource is its /mcp, and the built-in authorization server's issuer is it"}
+
+	// OAuth for /mcp.
+
+	OAuthMode = &Setting{Name: "oauth", Flag: "oauth", Env: "SCRATCHRUN_OAUTH", Type: Enum, Default: "off", Allowed: []string{"off", "builtin", "external"},
+		Commands: []Command{Serve, Frontend}, Help: "let /mcp take OAuth access tokens besides API keys: from the built-in authorization server (a consent page where a person pastes an API key), or from an external one (--oauth-issuer)"}
+	OAuthScope = &Setting{Name: "oauth-scope", Flag: "oauth-scope", Env: "SCRATCHRUN_OAUTH_SCOPE", Type: String, Meta: "SCOPE", Default: "scratchrun",
+		Commands: []Command{Serve, Frontend}, Help: "the scope a token must carry, named in every 401"}
+	OAuthIssuer = &Setting{Name: "oauth-issuer", Flag: "oauth-issuer", Env: "SCRATCHRUN_OAUTH_ISSUER", Type: URL, Meta: "URL",
+		Commands: []Command{Serve, Frontend}, Help: "--oauth external: the authorization server's issuer (its metadata found by RFC 8414 or OpenID discovery)"}
+	OAuthKeys = &Setting{Name: "oauth-keys", Flag: "oauth-keys", Env: "SCRATCHRUN_OAUTH_KEYS", Type: String, Meta: "RULES",
+		Commands: []Command{Serve, Frontend}, Help: "--oauth external: which key a token acts as, first match wins: sub:SUBJECT=KEY,client:CLIENT_ID=KEY (KEY a key's name or ID; * matches any)"}
+	OAuthClientID = &Setting{Name: "OAUTH_CLIENT_ID", Env: "SCRATCHRUN_OAUTH_CLIENT_ID", Type: String, Meta: "ID",
+		Commands: []Command{Serve, Frontend}, Help: "--oauth external: check tokens by introspection (RFC 7662) as this client, instead of as JWTs against the issuer's keys"}
+	OAuthClientSecret = &Setting{Name: "OAUTH_CLIENT_SECRET", Env: "SCRATCHRUN_OAUTH_CLIENT_SECRET", Type: String, Meta: "SECRET",
+		Commands: []Command{Serve, Frontend}, Help: "the secret of SCRATCHRUN_OAUTH_CLIENT_ID (never a flag: a flag shows in ps)"}
+	OAuthAccessTTL = &Setting{Name: "OAUTH_ACCESS_TTL", Env: "SCRATCHRUN_OAUTH_ACCESS_TTL", Type: Duration, Default: "10m", Min: 1e9,
+		Commands: []Command{Serve, Frontend}, Help: "--oauth builtin: how long an access token lasts"}
+	OAuthRefreshTTL = &Setting{Name: "OAUTH_REFRESH_TTL", Env: "SCRATCHRUN_OAUTH_REFRESH_TTL", Type: Duration, Default: "720h", Min: 1e9,
+		Commands: []Command{Serve, Frontend}, Help: "--oauth builtin: how long a refresh token lasts unused (each use replaces it)"}
+	OAuthRegistration = &Setting{Name: "OAUTH_REGISTRATION", Env: "SCRATCHRUN_OAUTH_REGISTRATION", Type: Bool, Default: "1",
+		Commands: []Command{Serve, Frontend}, Help: "--oauth builtin: let clients register themselves (RFC 7591; client ID metadata documents are always taken)"}
+
 	MCPMaxSessions = &Setting{Name: "mcp-max-sessions", Flag: "mcp-max-sessions", Type: Int, DefaultText: "1000",
 		Commands: httpServers, Help: "MCP sessions open at once; one more gets 503"}
 	MCPSessionsPerKey = &Setting{Name: "mcp-sessions-per-key", Flag: "mcp-sessions-per-key", Type: Int, DefaultText: "16",
@@ -199,7 +224,9 @@ var All = []*Setting{
 	PoolFloor, PoolMax, PoolMemory, PoolBuilders,
 	NetworkDefault, AllowEgress, DNS, EgressAllow, EgressBlock, EgressSubnet, EgressMaxConnections, EgressConnectionsPerSecond,
 	Isolation, StateDir, CgroupParent, AllowUnenforced, Runsc, GVisorPlatform, QEMU, MicroVMKernel, MicroVMAccel, MicroVMSnapshots, DataDir, Debug,
-	ListenAddr, DB, AllowNoAuth, MaxBody, MaxConns, MetricsAddr, AllowPublicMetrics, ConsoleToken, MCPMaxSessions, MCPSessionsPerKey, MCPSessionIdle,
+	ListenAddr, DB, AllowNoAuth, MaxBody, MaxConns, MetricsAddr, AllowPublicMetrics, ConsoleToken, PublicURL,
+	OAuthMode, OAuthScope, OAuthIssuer, OAuthKeys, OAuthClientID, OAuthClientSecret, OAuthAccessTTL, OAuthRefreshTTL, OAuthRegistration,
+	MCPMaxSessions, MCPSessionsPerKey, MCPSessionIdle,
 	MCPHTTP, MCPToken, APIKey, APIURL,
 	NATS, NATSCA, NATSCert, NATSKey, NATSUser, NATSPassword, NATSPasswordFile, NATSNKey, NATSCreds, NATSAllowInsecure, WorkerID, WorkerRuntimes, ImagesFrom, HealthAddr,
 }

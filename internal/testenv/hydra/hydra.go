@@ -51,7 +51,8 @@ type Instance struct {
 }
 
 // Start runs a Hydra for t, ready to issue tokens, stopped (by its pid)
-// when t ends. It skips t under -short and when SCRATCHRUN_HYDRA is unset.
+// when t ends. It skips t under -short and fails it when SCRATCHRUN_HYDRA
+// is unset: the full tier runs every test it has.
 func Start(t testing.TB, o Options) *Instance {
 	t.Helper()
 	if testing.Short() {
@@ -59,7 +60,7 @@ func Start(t testing.TB, o Options) *Instance {
 	}
 	bin := os.Getenv(EnvBinary)
 	if bin == "" {
-		t.Skipf("%s is not set: build Ory Hydra with scripts/hydra.sh and export %s=\"$(scripts/hydra.sh)\"", EnvBinary, EnvBinary)
+		t.Fatalf("%s is not set: build Ory Hydra with scripts/hydra.sh and export %s=\"$(scripts/hydra.sh)\" (scripts/test.sh does)", EnvBinary, EnvBinary)
 	}
 	if o.AccessTokenTTL <= 0 {
 		o.AccessTokenTTL = 5 * time.Minute
@@ -130,11 +131,18 @@ ttl:
   access_token: %ds
 oauth2:
   pkce: {enforced_for_public_clients: true}
+oidc:
+  dynamic_client_registration:
+    enabled: true
+    default_scope: [openid, offline_access, scratchrun]
+webfinger:
+  oidc_discovery:
+    client_registration_url: %q
 log:
   level: warn
   leak_sensitive_values: false
 `, pub, adm, h.PublicURL, h.PublicURL, h.app.url+"/login", h.app.url+"/consent", h.app.url+"/error",
-		hex.EncodeToString(secret), int(h.opts.AccessTokenTTL/time.Second))
+		hex.EncodeToString(secret), int(h.opts.AccessTokenTTL/time.Second), h.PublicURL+"/oauth2/register")
 }
 
 // waitReady waits until both of Hydra's ports answer /health/ready.
