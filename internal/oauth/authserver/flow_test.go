@@ -245,6 +245,13 @@ func TestRefusals(t *testing.T) {
 	status, out = e.refresh(clientID, str(tok["refresh_token"]))
 	wantOAuthError(t, "the refresh token of a replayed code's grant", status, out, http.StatusBadRequest, "invalid_grant")
 
+	logs := e.logs.String()
+	for what, secret := range map[string]string{"API key": e.secret, "code": code, "refresh token": str(tok["refresh_token"]), "access token": str(tok["access_token"])} {
+		if strings.Contains(logs, secret) {
+			t.Errorf("the %s is in the log:\n%s", what, logs)
+		}
+	}
+
 	status, out = e.token(url.Values{"grant_type": {"client_credentials"}, "client_id": {clientID}})
 	wantOAuthError(t, "client_credentials", status, out, http.StatusBadRequest, "unsupported_grant_type")
 	status, out = e.token(url.Values{"grant_type": {"authorization_code"}, "client_id": {"src_nosuch"}, "code": {"x"}, "code_verifier": {verifier}})
@@ -320,4 +327,34 @@ func TestVerifierRefuses(t *testing.T) {
 			t.Errorf("token %q: %v", bad, err)
 		}
 	}
+}
+
+// RFC 7009 revocation of a refresh token ends its grant; only the client
+// it was issued to can revoke it.
+func TestRevokeEndpoint(t *testing.T) {
+	e := newEnv(t, "", nil)
+	clientID := e.register(loopbackRedirect, "authorization_code", "refresh_token")
+	otherID := e.register(loopbackRedirect, "authorization_code", "refresh_token")
+	verifier, challenge := pkce()
+	status, tok := e.exchange(clientID, loopbackRedirect, e.code(clientID, loopbackRedirect, challenge), verifier)
+	if status != http.StatusOK {
+		t.Fatalf("token: %d %v", status, tok)
+	}
+	rt := str(tok["refresh_token"])
+	revoke := func(client string) {
+		t.Helper()
+		resp, body := e.postForm(e.issuer+pathRevoke, url.Values{"token": {rt}, "token_type_hint": {"refresh_token"}, "client_id": {client}}, nil)
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("revoke as %s: %d %s", client, resp.StatusCode, body)
+		}
+	}
+	revoke(otherID)
+	status, tok = e.refresh(clientID, rt)
+	if status != http.StatusOK {
+		t.Fatalf("another client revoked the refresh token: %d %v", status, tok)
+	}
+	rt = str(tok["refresh_token"])
+	revoke(clientID)
+	status, out := e.refresh(clientID, rt)
+	wantOAuthError(t, "a revoked refresh token", status, out, http.StatusBadRequest, "invalid_grant")
 }
