@@ -286,7 +286,11 @@ func (s *opStorage) AuthorizeClientIDSecret(context.Context, string, string) err
 	return errors.New("only public clients (token_endpoint_auth_method none)")
 }
 
-func (s *opStorage) SetUserinfoFromScopes(context.Context, *oidc.UserInfo, string, string, []string) error {
+// SetUserinfoFromScopes gives the ID token op issues beside every access
+// token its subject (op would leave it without one). That ID token is no
+// access token: the Verifier refuses it (it has no "at_" jti).
+func (s *opStorage) SetUserinfoFromScopes(_ context.Context, u *oidc.UserInfo, userID, _ string, _ []string) error {
+	u.Subject = userID
 	return nil
 }
 
