@@ -1,5 +1,8 @@
-// Package store keeps ScratchRun's API keys, the state of their limits and
-// the usage records in one of two databases, behind one concrete type
+// Package store keeps ScratchRun's API keys, the state of their limits,
+// the usage records and what the built-in OAuth authorization server must
+// share between front ends (sql_oauth.go: clients, authorization requests,
+// refresh tokens by hash, the signing key; opaque text to the store) in
+// one of two databases, behind one concrete type
 // (Store): an embedded SQLite file (pure Go, modernc.org/sqlite; the
 // single-machine default), in WAL mode so that servers and the `scratchrun
 // keys` commands can use it at the same time, or a PostgreSQL database

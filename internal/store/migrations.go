@@ -61,6 +61,42 @@ var schema = []string{
 		PRIMARY KEY (key_id, minute_ms, reason)
 	);
 	CREATE INDEX refusals_minute ON refusals(minute_ms);`,
+	// 4: the built-in OAuth authorization server (package
+	// oauth/authserver): registered clients, authorization requests and
+	// their codes, refresh tokens (by hash, in families that are one grant
+	// each), and the key that signs access tokens, so that every front end
+	// sharing the database issues and accepts the same tokens.
+	`CREATE TABLE oauth_clients (
+		id         TEXT PRIMARY KEY,
+		metadata   TEXT NOT NULL,
+		created_ms {bigint} NOT NULL
+	);
+	CREATE TABLE oauth_auth_requests (
+		id         TEXT PRIMARY KEY,
+		data       TEXT NOT NULL,
+		code_hash  TEXT UNIQUE,
+		code_used  INTEGER NOT NULL DEFAULT 0,
+		expires_ms {bigint} NOT NULL
+	);
+	CREATE INDEX oauth_auth_requests_expires ON oauth_auth_requests(expires_ms);
+	CREATE TABLE oauth_refresh_tokens (
+		hash       TEXT PRIMARY KEY,
+		family     TEXT NOT NULL,
+		key_id     TEXT NOT NULL,
+		client_id  TEXT NOT NULL,
+		data       TEXT NOT NULL,
+		used       INTEGER NOT NULL DEFAULT 0,
+		expires_ms {bigint} NOT NULL
+	);
+	CREATE INDEX oauth_refresh_family ON oauth_refresh_tokens(family);
+	CREATE INDEX oauth_refresh_expires ON oauth_refresh_tokens(expires_ms);
+	CREATE TABLE oauth_signing_keys (
+		slot        TEXT PRIMARY KEY,
+		kid         TEXT NOT NULL,
+		alg         TEXT NOT NULL,
+		private_pem TEXT NOT NULL,
+		created_ms  {bigint} NOT NULL
+	);`,
 }
 
 // columnTypes is how a database spells the column types the two name
