@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"html"
 	"net"
 	"net/http"
 	"os"
@@ -300,7 +301,7 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	// A page of another site (localhost is another site than 127.0.0.1)
 	// posts a form to the console: refused, nothing made.
-	evil := startCrossSitePage(t, base+"/console/api/keys")
+	evil := startCrossSitePage(t, base+"/console/api/keys", [][2]string{{"name", "evil"}, {"rate_per_min", "1000"}})
 	b.do("a cross-site form post",
 		chromedp.Navigate(evil),
 		chromedp.WaitVisible(chromedp.CSS("#evil-form")),
@@ -407,15 +408,19 @@ func TestConsoleInBrowser(t *testing.T) {
 }
 
 // startCrossSitePage serves, on another port and under the name
-// localhost (another site than 127.0.0.1), a page with a form that posts
-// to target, as a page of an attacker would.
-func startCrossSitePage(t *testing.T, target string) string {
+// localhost (another site than 127.0.0.1), a page with a form of these
+// fields that posts to target, as a page of an attacker would.
+func startCrossSitePage(t *testing.T, target string, fields [][2]string) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	page := `<!doctype html><title>evil</title><form id="evil-form" method="post" action="` + target + `">
-<input name="name" value="evil"><input name="rate_per_min" value="1000">
+	var inputs strings.Builder
+	for _, f := range fields {
+		fmt.Fprintf(&inputs, `<input name="%s" value="%s">`, html.EscapeString(f[0]), html.EscapeString(f[1]))
+	}
+	page := `<!doctype html><title>evil</title><form id="evil-form" method="post" action="` + html.EscapeString(target) + `">
+` + inputs.String() + `
 <button id="evil-submit" type="submit">go</button></form>`
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/html")

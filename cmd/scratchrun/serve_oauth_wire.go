@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/scratchrun/scratchrun/internal/httpapi"
+	"github.com/scratchrun/scratchrun/internal/oauth/authserver"
 	"github.com/scratchrun/scratchrun/internal/oauth/external"
 	"github.com/scratchrun/scratchrun/internal/store"
 )
@@ -43,7 +44,12 @@ func (o oauthSetup) build(ctx context.Context, ln net.Listener, keys *store.Stor
 		}
 		return &httpapi.OAuth{Resource: resource, AuthorizationServers: []string{o.issuer}, Scopes: o.scopes(), Verifier: v}, nil
 	}
-	return nil, fmt.Errorf("--oauth %s: not built in this binary", o.mode)
+	as, err := authserver.New(authserver.Config{Issuer: o.publicURL, Resource: resource, Scope: o.scope,
+		AccessTokenTTL: o.accessTTL, RefreshTokenTTL: o.refreshTTL, Keys: keys, State: keys, Registration: o.registration, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("--oauth builtin: %w", err)
+	}
+	return &httpapi.OAuth{Resource: resource, AuthorizationServers: []string{o.publicURL}, Scopes: o.scopes(), Verifier: as.Verifier(), Routes: as.Routes()}, nil
 }
 
 func (o oauthSetup) scopes() []string {

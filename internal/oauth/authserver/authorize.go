@@ -212,14 +212,16 @@ func (s *Server) errorPage(w http.ResponseWriter, status int, code, desc string)
 }
 
 // pageHeaders are the headers of the server's HTML pages: never cached,
-// never framed (clickjacking the consent form), no referrer (the URL
-// holds the request's id).
+// never framed (clickjacking the consent form), no referrer beyond this
+// origin (the URL holds the request's id). Not "no-referrer": with it a
+// browser sends the consent form's POST with "Origin: null", which the
+// server's origin guard refuses as it must.
 func pageHeaders(w http.ResponseWriter) {
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'")
-	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Referrer-Policy", "same-origin")
 	h.Set("X-Content-Type-Options", "nosniff")
 }
