@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/scratchrun/scratchrun/internal/testenv"
+	"github.com/scratchrun/scratchrun/internal/testenv/mcpnode"
 )
 
 // Real MCP clients no one on the team wrote, against the real binary: the
@@ -24,44 +25,8 @@ import (
 // registry (test/mcp-node/package-lock.json); node and npm must be installed
 // (scripts/test.sh runs `npm ci`; a missing node fails these tests).
 
-var nodeSetup struct {
-	once sync.Once
-	dir  string
-	err  string
-}
-
 // nodeProject returns test/mcp-node with its dependencies installed.
-func nodeProject(t *testing.T) string {
-	t.Helper()
-	nodeSetup.once.Do(func() {
-		for _, tool := range []string{"node", "npm", "npx"} {
-			if _, err := exec.LookPath(tool); err != nil {
-				nodeSetup.err = tool + " is not installed: the MCP client tests need Node.js 20 or later and npm (scripts/test.sh installs them)"
-				return
-			}
-		}
-		dir, err := filepath.Abs("../../test/mcp-node")
-		if err != nil {
-			nodeSetup.err = err.Error()
-			return
-		}
-		nodeSetup.dir = dir
-		if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk")); err == nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, "npm", "ci")
-		cmd.Dir = dir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			nodeSetup.err = "npm ci in test/mcp-node: " + err.Error() + "\n" + string(out)
-		}
-	})
-	if nodeSetup.err != "" {
-		t.Fatal(nodeSetup.err)
-	}
-	return nodeSetup.dir
-}
+func nodeProject(t *testing.T) string { return mcpnode.Dir(t) }
 
 // runNode runs a command in the node project with the test's environment
 // (state directory and cgroup parent of this test run) and a time bound.

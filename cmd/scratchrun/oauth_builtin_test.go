@@ -13,6 +13,7 @@ import (
 
 	"github.com/scratchrun/scratchrun/internal/leakcheck"
 	"github.com/scratchrun/scratchrun/internal/testenv"
+	"github.com/scratchrun/scratchrun/internal/testenv/mcpnode"
 )
 
 // The built-in authorization server, as a self-hoster adding ScratchRun as
@@ -31,9 +32,9 @@ func TestServeOAuthBuiltIn(t *testing.T) {
 	mcpURL := srv.url + "/mcp"
 	b := startBrowser(t, 1000, 800)
 
-	n := startNodeOAuth(t, mcpURL, "--refresh")
-	n.next("CALLBACK")
-	authURL := n.next("AUTHORIZE")
+	n := mcpnode.StartOAuthClient(t, mcpURL, "--refresh")
+	n.Next("CALLBACK")
+	authURL := n.Next("AUTHORIZE")
 	if !strings.HasPrefix(authURL, srv.url+"/oauth/authorize?") || !strings.Contains(authURL, "code_challenge_method=S256") ||
 		!strings.Contains(authURL, "resource="+url.QueryEscape(mcpURL)) {
 		t.Fatalf("the SDK went to %s: want the built-in authorization endpoint, with S256 and the resource", authURL)
@@ -60,7 +61,7 @@ func TestServeOAuthBuiltIn(t *testing.T) {
 	b.waitLoaded(srv.url + "/oauth/consent")
 	b.do("see the form again", chromedp.WaitVisible(chromedp.CSS("#api_key")))
 	b.do("paste the key and allow", chromedp.SendKeys(chromedp.CSS("#api_key"), apiKey), chromedp.Click(chromedp.CSS("#allow")))
-	if res := n.next("RESULT"); !strings.Contains(res, "oauth-ok") {
+	if res := n.Next("RESULT"); !strings.Contains(res, "oauth-ok") {
 		t.Fatalf("tool result after sign-in: %s", res)
 	}
 	var refreshed struct {
@@ -68,7 +69,7 @@ func TestServeOAuthBuiltIn(t *testing.T) {
 		Before string `json:"before"`
 		After  string `json:"after"`
 	}
-	if err := json.Unmarshal([]byte(n.next("REFRESHED")), &refreshed); err != nil {
+	if err := json.Unmarshal([]byte(n.Next("REFRESHED")), &refreshed); err != nil {
 		t.Fatal(err)
 	}
 	if refreshed.Before == "" || refreshed.After == "" || refreshed.Before == refreshed.After {
@@ -83,10 +84,10 @@ func TestServeOAuthBuiltIn(t *testing.T) {
 			ClientID string `json:"client_id"`
 		} `json:"client"`
 	}
-	if err := json.Unmarshal([]byte(n.next("TOKENS")), &end); err != nil || end.Tokens.AccessToken == "" || end.Client.ClientID == "" {
+	if err := json.Unmarshal([]byte(n.Next("TOKENS")), &end); err != nil || end.Tokens.AccessToken == "" || end.Client.ClientID == "" {
 		t.Fatalf("tokens at the end: %+v %v", end, err)
 	}
-	n.wait()
+	n.Wait()
 	b.checkProblems()
 
 	// The key allows 4 calls a minute; the SDK spent them (two sessions,

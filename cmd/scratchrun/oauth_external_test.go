@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/scratchrun/scratchrun/internal/testenv/hydra"
+	"github.com/scratchrun/scratchrun/internal/testenv/mcpnode"
 )
 
 // With an authorization server the operator runs (a real Ory Hydra), the
@@ -23,17 +24,17 @@ func TestServeOAuthWithExternalServer(t *testing.T) {
 		"SCRATCHRUN_OAUTH_KEYS=sub:alice=alice-key,client:" + cc.ID + "=alice-key"}, "--db", db)
 	mcpURL := srv.url + "/mcp"
 
-	n := startNodeOAuth(t, mcpURL)
-	callback := n.next("CALLBACK")
-	authURL := n.next("AUTHORIZE")
+	n := mcpnode.StartOAuthClient(t, mcpURL)
+	callback := n.Next("CALLBACK")
+	authURL := n.Next("AUTHORIZE")
 	if !strings.HasPrefix(authURL, h.PublicURL+"/oauth2/auth?") || !strings.Contains(authURL, "resource=") || !strings.Contains(authURL, "code_challenge_method=S256") {
 		t.Fatalf("the SDK went to %s: want Hydra's authorization endpoint, with the resource and S256", authURL)
 	}
-	deliver(t, callback, h.FollowAuthorization(t, authURL, callback).Encode())
-	if res := n.next("RESULT"); !strings.Contains(res, "oauth-ok") {
+	mcpnode.Deliver(t, callback, h.FollowAuthorization(t, authURL, callback).Encode())
+	if res := n.Next("RESULT"); !strings.Contains(res, "oauth-ok") {
 		t.Fatalf("tool result after sign-in: %s", res)
 	}
-	n.wait()
+	n.Wait()
 
 	refused := func(what, token, query, want string) {
 		t.Helper()

@@ -1,4 +1,4 @@
-package main
+package mcpnode
 
 import (
 	"bufio"
@@ -10,19 +10,19 @@ import (
 	"time"
 )
 
-// nodeOAuth is test/mcp-node/oauth-client.mjs running: the TypeScript
+// OAuthClient is test/mcp-node/oauth-client.mjs running: the TypeScript
 // SDK's OAuth client, whose stdout lines the test reads as they come.
-type nodeOAuth struct {
-	t     *testing.T
+type OAuthClient struct {
+	t     testing.TB
 	lines chan string
 	done  chan error
 	seen  []string
 }
 
-// startNodeOAuth runs the script against an MCP URL.
-func startNodeOAuth(t *testing.T, mcpURL string, args ...string) *nodeOAuth {
+// StartOAuthClient runs the script against an MCP URL.
+func StartOAuthClient(t testing.TB, mcpURL string, args ...string) *OAuthClient {
 	t.Helper()
-	dir := nodeProject(t)
+	dir := Dir(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	cmd := exec.CommandContext(ctx, "node", append([]string{"oauth-client.mjs", mcpURL}, args...)...)
 	cmd.Dir = dir
@@ -35,7 +35,7 @@ func startNodeOAuth(t *testing.T, mcpURL string, args ...string) *nodeOAuth {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	n := &nodeOAuth{t: t, lines: make(chan string, 64), done: make(chan error, 1)}
+	n := &OAuthClient{t: t, lines: make(chan string, 64), done: make(chan error, 1)}
 	go func() {
 		sc := bufio.NewScanner(out)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -56,9 +56,9 @@ func startNodeOAuth(t *testing.T, mcpURL string, args ...string) *nodeOAuth {
 	return n
 }
 
-// next returns the rest of the next line that starts with prefix+" ",
+// Next returns the rest of the next line that starts with prefix+" ",
 // failing the test on a FAIL line, on the script's end or after a minute.
-func (n *nodeOAuth) next(prefix string) string {
+func (n *OAuthClient) Next(prefix string) string {
 	n.t.Helper()
 	timeout := time.After(90 * time.Second)
 	for {
@@ -80,8 +80,8 @@ func (n *nodeOAuth) next(prefix string) string {
 	}
 }
 
-// wait waits for the script to exit 0.
-func (n *nodeOAuth) wait() {
+// Wait waits for the script to exit 0.
+func (n *OAuthClient) Wait() {
 	n.t.Helper()
 	for l := range n.lines {
 		n.seen = append(n.seen, l)
@@ -95,9 +95,9 @@ func (n *nodeOAuth) wait() {
 	n.done <- nil
 }
 
-// deliver plays the browser's last step: the authorization server's
+// Deliver plays the browser's last step: the authorization server's
 // redirect back to the client's loopback callback.
-func deliver(t *testing.T, callback, query string) {
+func Deliver(t testing.TB, callback, query string) {
 	t.Helper()
 	resp, err := http.Get(callback + "?" + query)
 	if err != nil {
