@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -160,7 +161,10 @@ func TestMCPBValidate(t *testing.T) {
 }
 
 // unzipBundle unpacks a .mcpb into a new folder, keeping the files' modes
-// (mcpb pack records them), and returns the folder.
+// (mcpb pack records them), and returns the folder. Every entry must have
+// the commit's time (release.sh's SOURCE_DATE_EPOCH, in the 2-second steps
+// of a zip's times), not the moment mcpb packed it, so that two builds
+// make the same bundle.
 func unzipBundle(t *testing.T, path string) string {
 	t.Helper()
 	r, err := zip.OpenReader(path)
@@ -168,8 +172,23 @@ func unzipBundle(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	defer r.Close()
+	epoch := os.Getenv("SOURCE_DATE_EPOCH")
+	if epoch == "" {
+		out, err := exec.Command("git", "log", "-1", "--format=%ct", "HEAD").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		epoch = strings.TrimSpace(string(out))
+	}
+	secs, err := strconv.ParseInt(epoch, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir := t.TempDir()
 	for _, f := range r.File {
+		if got := f.Modified.Unix(); got != secs-secs%2 {
+			t.Errorf("%s: %s at %v, want the commit's time %v", path, f.Name, f.Modified, time.Unix(secs-secs%2, 0).UTC())
+		}
 		if f.FileInfo().IsDir() {
 			continue
 		}
@@ -227,6 +246,10 @@ func bundlePath(t *testing.T, dir, command string) string {
 func TestReleaseMCPB(t *testing.T) {
 	dist := release(t)
 	dir := unzipBundle(t, filepath.Join(dist, bundleName))
+	// mcpb reads the bundle as release.sh left it, its times rewritten.
+	if out, ok := mcpb(t, "unpack", filepath.Join(dist, bundleName), t.TempDir()); !ok {
+		t.Errorf("mcpb unpack: %s", out)
+	}
 	if out, ok := mcpb(t, "validate", dir); !ok {
 		t.Errorf("mcpb validate of the unpacked bundle: %s", out)
 	}

@@ -183,9 +183,10 @@ cp "$dist/build/linux_amd64/scratchrun" "$bundle/server/scratchrun-linux-amd64"
 go run ./internal/tools/machofat -o "$bundle/server/scratchrun-darwin" \
   "$dist/build/scratchrun_${version}_darwin_amd64/scratchrun" "$dist/build/scratchrun_${version}_darwin_arm64/scratchrun"
 cp "$dist/build/scratchrun_${version}_windows_amd64/scratchrun.exe" "$bundle/server/scratchrun-windows-amd64.exe"
-# mcpb stamps every entry with the time it packs: the bundle is the one
-# artifact two runs do not make byte for byte alike.
+# mcpb stamps every entry with the moment it packs; zipstamp gives them
+# the commit's time instead, so that two runs make the same bundle too.
 "$mcpb" pack "$bundle" "$dist/scratchrun-mcp-$version.mcpb" >&2
+go run ./internal/tools/zipstamp -time "$SOURCE_DATE_EPOCH" "$dist/scratchrun-mcp-$version.mcpb"
 
 step "$version: server.json (the MCP Registry's entry)"
 packaging/server-json.sh "$version" "$dist/scratchrun-mcp-$version.mcpb" >"$dist/server.json"
