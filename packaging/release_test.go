@@ -116,8 +116,10 @@ func TestReleaseChecksums(t *testing.T) {
 			}
 		}
 	}
-	if !slices.Contains(listed, "server.json") {
-		t.Errorf("SHA256SUMS does not list server.json: %v", listed)
+	for _, name := range []string{"server.json", bundleName} {
+		if !slices.Contains(listed, name) {
+			t.Errorf("SHA256SUMS does not list %s: %v", name, listed)
+		}
 	}
 	for _, p := range clientPlatforms {
 		if name := clientTarball(p.goos, p.goarch) + ".tar.gz"; !slices.Contains(listed, name) {
@@ -151,13 +153,14 @@ func TestReleaseChecksums(t *testing.T) {
 }
 
 // The release's server.json is the one TestServerJSON validates, for the
-// release's version.
+// release's version and its bundle.
 func TestReleaseServerJSON(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(release(t), "server.json"))
+	dist := release(t)
+	data, err := os.ReadFile(filepath.Join(dist, "server.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := serverJSON(t, releaseVersion); !bytes.Equal(data, want) {
+	if want := serverJSON(t, releaseVersion, filepath.Join(dist, bundleName)); !bytes.Equal(data, want) {
 		t.Errorf("dist/server.json\n%s\nwant\n%s", data, want)
 	}
 }

@@ -2,8 +2,12 @@ package packaging
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,15 +21,29 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v5"
 )
 
-// serverJSON renders packaging/server.json for version with the script
-// release.sh runs, so that the test checks what a release ships.
-func serverJSON(t *testing.T, version string) []byte {
+// serverJSON renders packaging/server.json for version and the bundle
+// file with the script release.sh runs, so that the test checks what a
+// release ships.
+func serverJSON(t *testing.T, version, bundle string) []byte {
 	t.Helper()
-	out, err := exec.Command("./server-json.sh", version).Output()
+	out, err := exec.Command("./server-json.sh", version, bundle).Output()
 	if err != nil {
-		t.Fatalf("server-json.sh %s: %v", version, err)
+		t.Fatalf("server-json.sh %s %s: %v", version, bundle, err)
 	}
 	return out
+}
+
+// fakeBundle writes bytes that stand for a .mcpb where the test needs only
+// their checksum, and returns its path and sha256.
+func fakeBundle(t *testing.T) (path, sha string) {
+	t.Helper()
+	data := []byte("not a bundle, only bytes to sum")
+	path = filepath.Join(t.TempDir(), "scratchrun-mcp.mcpb")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	return path, hex.EncodeToString(sum[:])
 }
 
 // registrySchema is the 2025-12-11 server.json schema the registry module
@@ -59,12 +77,41 @@ func registrySchema(t *testing.T) *jsonschema.Schema {
 // templateVar is a {name} in a URL template, as the registry reads them.
 var templateVar = regexp.MustCompile(`\{([^{}]+)\}`)
 
+// githubReleaseAsset is the path of a GitHub release's asset, the
+// registry's pattern (internal/validators/registries/mcpb.go).
+var githubReleaseAsset = regexp.MustCompile(`^/([a-zA-Z0-9]([a-zA-Z0-9\-]{0,37}[a-zA-Z0-9])?)/([a-zA-Z0-9._\-]+)/releases/download/([^/]+)/([^/]+)$`)
+
+// validateMCPB is the registry's ValidateMCPB less the download (and less
+// GitLab, which ScratchRun does not publish to): a checksum, no
+// registryBaseUrl, and an https URL of a GitHub release's asset with "mcp"
+// in it.
+func validateMCPB(p model.Package) error {
+	if p.FileSHA256 == "" {
+		return errors.New("an MCPB package must include a fileSha256")
+	}
+	if p.RegistryBaseURL != "" {
+		return errors.New("an MCPB package has no registryBaseUrl")
+	}
+	u, err := url.Parse(p.Identifier)
+	if err != nil {
+		return err
+	}
+	if u.Scheme != "https" || (u.Host != "github.com" && u.Host != "www.github.com") || !githubReleaseAsset.MatchString(u.Path) {
+		return fmt.Errorf("identifier %s is not https://github.com/OWNER/REPO/releases/download/TAG/FILE", p.Identifier)
+	}
+	if !strings.Contains(strings.ToLower(p.Identifier), "mcp") {
+		return fmt.Errorf("identifier %s must contain 'mcp'", p.Identifier)
+	}
+	return nil
+}
+
 // validateServerJSON checks data as the registry does before it fetches
 // any package: the schema, then the rules of its semantic validator
 // (internal/validators, which another module cannot import) that bear on
 // this file: a remote is streamable-http or sse over https, and each
-// {variable} of its URL is defined in its variables; an OCI package names
-// its version in its identifier only. Unknown fields, which the schema
+// {variable} of its URL is defined in its variables; an MCPB package is a
+// GitHub release's asset with its checksum; an OCI package names its
+// version in its identifier only. Unknown fields, which the schema
 // lets through and the registry drops, are refused, so a misspelt
 // isSecret cannot pass.
 func validateServerJSON(schema *jsonschema.Schema, data []byte) error {
@@ -98,8 +145,14 @@ func validateServerJSON(schema *jsonschema.Schema, data []byte) error {
 		}
 	}
 	for i, p := range s.Packages {
-		if p.RegistryType != model.RegistryTypeOCI {
+		if p.RegistryType == model.RegistryTypeMCPB {
+			if err := validateMCPB(p); err != nil {
+				return fmt.Errorf("packages[%d]: %w", i, err)
+			}
 			continue
+		}
+		if p.RegistryType != model.RegistryTypeOCI {
+			return fmt.Errorf("packages[%d]: registryType %s, which the release does not make", i, p.RegistryType)
 		}
 		if p.Version != "" || p.RegistryBaseURL != "" {
 			return fmt.Errorf("packages[%d]: an OCI package has no version or registryBaseUrl", i)
@@ -112,10 +165,12 @@ func validateServerJSON(schema *jsonschema.Schema, data []byte) error {
 }
 
 // The release's server.json is valid for the registry, carries the
-// release's version, the image tag container-image.sh gives that version,
-// and the remote's Authorization header as a required secret.
+// release's version, the bundle's release URL and checksum, the image tag
+// container-image.sh gives that version, and the remote's Authorization
+// header as a required secret.
 func TestServerJSON(t *testing.T) {
-	data := serverJSON(t, releaseVersion)
+	bundle, sha := fakeBundle(t)
+	data := serverJSON(t, releaseVersion, bundle)
 	if err := validateServerJSON(registrySchema(t), data); err != nil {
 		t.Fatalf("%v\n%s", err, data)
 	}
@@ -126,8 +181,16 @@ func TestServerJSON(t *testing.T) {
 	if want := strings.TrimPrefix(releaseVersion, "v"); s.Version != want {
 		t.Errorf("version %q, want %q", s.Version, want)
 	}
-	if len(s.Packages) != 1 || s.Packages[0].Identifier != "ghcr.io/scratchrun/scratchrun:"+releaseVersion {
-		t.Errorf("packages %+v, want the image ghcr.io/scratchrun/scratchrun:%s", s.Packages, releaseVersion)
+	if len(s.Packages) != 2 {
+		t.Fatalf("packages %+v, want the bundle and the image", s.Packages)
+	}
+	mcpb, oci := s.Packages[0], s.Packages[1]
+	wantURL := "https://github.com/scratchrun/scratchrun/releases/download/" + releaseVersion + "/scratchrun-mcp-" + releaseVersion + ".mcpb"
+	if mcpb.RegistryType != model.RegistryTypeMCPB || mcpb.Identifier != wantURL || mcpb.FileSHA256 != sha || mcpb.Transport.Type != model.TransportTypeStdio {
+		t.Errorf("package %+v, want the bundle %s with sha256 %s over stdio", mcpb, wantURL, sha)
+	}
+	if oci.RegistryType != model.RegistryTypeOCI || oci.Identifier != "ghcr.io/scratchrun/scratchrun:"+releaseVersion {
+		t.Errorf("package %+v, want the image ghcr.io/scratchrun/scratchrun:%s", oci, releaseVersion)
 	}
 	if len(s.Remotes) != 1 || len(s.Remotes[0].Headers) != 1 {
 		t.Fatalf("remotes %+v, want one with one header", s.Remotes)
@@ -137,7 +200,7 @@ func TestServerJSON(t *testing.T) {
 	}
 	// A version container-image.sh must change for a tag: "+" cannot be
 	// in one.
-	data = serverJSON(t, "v1.2.3+4")
+	data = serverJSON(t, "v1.2.3+4", bundle)
 	if !bytes.Contains(data, []byte(`"ghcr.io/scratchrun/scratchrun:v1.2.3-4"`)) || !bytes.Contains(data, []byte(`"version": "1.2.3+4"`)) {
 		t.Errorf("v1.2.3+4 gives\n%s", data)
 	}
@@ -146,7 +209,8 @@ func TestServerJSON(t *testing.T) {
 // What the registry refuses is refused here, naming what is wrong.
 func TestServerJSONRefused(t *testing.T) {
 	schema := registrySchema(t)
-	good := serverJSON(t, releaseVersion)
+	bundle, sha := fakeBundle(t)
+	good := serverJSON(t, releaseVersion, bundle)
 	for _, c := range []struct {
 		name, old, new, want string
 	}{
@@ -156,6 +220,13 @@ func TestServerJSONRefused(t *testing.T) {
 		{"plain http", `"https://{host}/mcp"`, `"http://{host}/mcp"`, "is not https"},
 		{"a misspelt field", `"isSecret"`, `"isSecrett"`, `unknown field "isSecrett"`},
 		{"an OCI version field", `"registryType": "oci",`, `"registryType": "oci", "version": "1",`, "no version"},
+		{"a bundle without its checksum", `"fileSha256": "` + sha + `",`, ``, "must include a fileSha256"},
+		{"a bundle with a short checksum", `"fileSha256": "`, `"fileSha256": "0`, "does not match pattern"},
+		{"a bundle not among a release's assets", `/releases/download/`, `/raw/main/`, "is not https://github.com/OWNER/REPO/releases/download/TAG/FILE"},
+		// (".mcpb" alone meets the rule.)
+		{"a bundle's URL without mcp", "/scratchrun-mcp-" + releaseVersion + `.mcpb"`, "/scratchrun-" + releaseVersion + `.zip"`, "must contain 'mcp'"},
+		{"a bundle with a registryBaseUrl", `"registryType": "mcpb",`, `"registryType": "mcpb", "registryBaseUrl": "https://github.com",`, "no registryBaseUrl"},
+		{"a bundle over http", `"https://github.com/scratchrun/scratchrun/releases`, `"http://github.com/scratchrun/scratchrun/releases`, "is not https://github.com"},
 	} {
 		bad := bytes.Replace(good, []byte(c.old), []byte(c.new), 1)
 		if bytes.Equal(bad, good) {

@@ -4,8 +4,10 @@
 # a .deb and an .rpm (nfpm, packaging/nfpm.yaml) and a CycloneDX SBOM of
 # scratchrun's modules (cyclonedx-gomod); for darwin/amd64, darwin/arm64 and
 # windows/amd64 a tarball of scratchrun alone (the client: scratchrun mcp
-# forwarding to a server); server.json, the MCP Registry's entry for this
-# version (packaging/server-json.sh); then SHA256SUMS over all of them.
+# forwarding to a server); the Claude Desktop extension of those clients,
+# scratchrun-mcp-VERSION.mcpb (packaging/mcpb/); server.json, the MCP
+# Registry's entry for this version (packaging/server-json.sh); then
+# SHA256SUMS over all of them.
 # nfpm and cyclonedx-gomod are go.mod tools: no download step of their own.
 #
 #   scripts/release.sh [VERSION]     # default: git describe --tags --always --dirty
@@ -13,8 +15,10 @@
 #
 # Needs Go, a C compiler for this machine and Debian's cross compiler for
 # the other architecture (gcc-aarch64-linux-gnu and libc6-dev-arm64-cross on
-# amd64; scripts/test.sh installs them). It needs no root and no network
-# beyond the Go module proxy. The Go binaries are static (CGO_ENABLED=0) and
+# amd64; scripts/test.sh installs them), and Node.js with npm for mcpb
+# (npm ci in packaging/mcpb, which scripts/test.sh runs and this script
+# runs when it has not been). It needs no root and no network beyond the
+# Go module proxy and npm's registry. The Go binaries are static (CGO_ENABLED=0) and
 # built with -trimpath; the files' times are the commit's (SOURCE_DATE_EPOCH),
 # so that two runs on one commit give the same tarballs and packages.
 # docs/install.md says how to install what it makes.
@@ -160,10 +164,34 @@ for platform in darwin/amd64 darwin/arm64 windows/amd64; do
     -cf - "$name" | gzip -9n >"$dist/$name.tar.gz"
 done
 
+# The Claude Desktop extension (MCPB, packaging/mcpb/): the clients above
+# and linux/amd64's scratchrun under server/, the manifest with this
+# version, packed by mcpb (packaging/mcpb/package.json pins it). The
+# manifest chooses a command by OS only, so macOS gets one universal
+# binary of both architectures (internal/tools/machofat) and Linux amd64's.
+step "$version: the Claude Desktop extension (mcpb pack)"
+mcpb="$repo/packaging/mcpb/node_modules/.bin/mcpb"
+if [[ ! -x "$mcpb" ]]; then
+  command -v npm >/dev/null || die "npm is needed for mcpb (the Claude Desktop extension): apt-get install nodejs npm"
+  (cd packaging/mcpb && npm ci --no-audit --no-fund) >&2
+fi
+bundle="$dist/build/mcpb"
+mkdir -p "$bundle/server"
+sed -e "s|\${VERSION}|${version#v}|g" packaging/mcpb/manifest.json >"$bundle/manifest.json"
+cp packaging/mcpb/icon.png "$bundle/"
+cp "$dist/build/linux_amd64/scratchrun" "$bundle/server/scratchrun-linux-amd64"
+go run ./internal/tools/machofat -o "$bundle/server/scratchrun-darwin" \
+  "$dist/build/scratchrun_${version}_darwin_amd64/scratchrun" "$dist/build/scratchrun_${version}_darwin_arm64/scratchrun"
+cp "$dist/build/scratchrun_${version}_windows_amd64/scratchrun.exe" "$bundle/server/scratchrun-windows-amd64.exe"
+# mcpb stamps every entry with the moment it packs; zipstamp gives them
+# the commit's time instead, so that two runs make the same bundle too.
+"$mcpb" pack "$bundle" "$dist/scratchrun-mcp-$version.mcpb" >&2
+go run ./internal/tools/zipstamp -time "$SOURCE_DATE_EPOCH" "$dist/scratchrun-mcp-$version.mcpb"
+
 step "$version: server.json (the MCP Registry's entry)"
-packaging/server-json.sh "$version" >"$dist/server.json"
+packaging/server-json.sh "$version" "$dist/scratchrun-mcp-$version.mcpb" >"$dist/server.json"
 
 step "SHA256SUMS"
-(cd "$dist" && sha256sum -- *.tar.gz *.deb *.rpm *.cdx.json server.json >SHA256SUMS)
+(cd "$dist" && sha256sum -- *.tar.gz *.deb *.rpm *.cdx.json *.mcpb server.json >SHA256SUMS)
 rm -rf "$dist/build"
 cat "$dist/SHA256SUMS" >&2
