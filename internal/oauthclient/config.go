@@ -2,6 +2,7 @@ package oauthclient
 
 import (
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"runtime"
@@ -36,7 +37,7 @@ type Config struct {
 	// when 0).
 	SignInTimeout time.Duration
 	// HTTPClient makes the OAuth requests: metadata, registration, token
-	// (a client with a 30s timeout when nil).
+	// (defaultHTTPClient when nil).
 	HTTPClient *http.Client
 	// Stderr is where the sign-in line and warnings go (os.Stderr when
 	// nil): never stdout, which is the MCP stream.
@@ -52,7 +53,7 @@ func (c Config) withDefaults() Config {
 		c.SignInTimeout = DefaultSignInTimeout
 	}
 	if c.HTTPClient == nil {
-		c.HTTPClient = &http.Client{Timeout: 30 * time.Second}
+		c.HTTPClient = defaultHTTPClient()
 	}
 	if c.Stderr == nil {
 		c.Stderr = os.Stderr
@@ -67,6 +68,20 @@ func (c Config) withDefaults() Config {
 		c.Store = noStore{}
 	}
 	return c
+}
+
+// defaultHTTPClient is a client with a 30s timeout whose transport dials
+// for itself. That opts out of the SDK's dial-time guard against private
+// addresses (oauthex's discovery transport refuses 10/8, 192.168/16,
+// 100.64/10 ...), which protects a server that fetches URLs for others: here
+// the user named the server, and a self-hosted one is often on a LAN or a
+// tailnet, behind a name that resolves to exactly such an address. The
+// SDK's other checks stay: metadata over HTTPS unless on loopback, no
+// private IP literal in a metadata URL, issuers that match.
+func defaultHTTPClient() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	return &http.Client{Timeout: 30 * time.Second, Transport: t}
 }
 
 // noStore keeps nothing: every run signs in.
