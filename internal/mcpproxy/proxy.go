@@ -114,13 +114,40 @@ func (p *Proxy) forward(ctx context.Context, msg jsonrpc.Message, rc, lc mcp.Con
 	}
 }
 
-// wireError is err as a JSON-RPC error: the server's own when it sent one.
+// codeRejected is the SDK's "rejected by transport" (jsonrpc2.ErrRejected):
+// its transport wraps every per-call failure in it, so it says nothing of
+// the failure itself.
+const codeRejected = -32005
+
+// wireError is err as a JSON-RPC error: the server's own when it sent one,
+// else an internal error that says what failed (a refused sign-in, an
+// unreachable server).
 func wireError(err error) *jsonrpc.Error {
-	var we *jsonrpc.Error
-	if errors.As(err, &we) {
+	if we := serverError(err); we != nil {
 		return we
 	}
-	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "scratchrun mcp: the server could not be reached: " + err.Error()}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "scratchrun mcp: " + err.Error()}
+}
+
+// serverError is the first JSON-RPC error in err's tree that is not the
+// transport's wrapper.
+func serverError(err error) *jsonrpc.Error {
+	if we, ok := err.(*jsonrpc.Error); ok && we.Code != codeRejected {
+		return we
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		if inner := u.Unwrap(); inner != nil {
+			return serverError(inner)
+		}
+	case interface{ Unwrap() []error }:
+		for _, inner := range u.Unwrap() {
+			if we := serverError(inner); we != nil {
+				return we
+			}
+		}
+	}
+	return nil
 }
 
 func (p *Proxy) noteCall(msg jsonrpc.Message) {
