@@ -18,6 +18,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/scratchrun/scratchrun/internal/oauthclient"
+	"github.com/scratchrun/scratchrun/internal/oauthclient/oauthtest"
 )
 
 // syncBuffer is a stderr the proxy and the test share.
@@ -81,7 +82,7 @@ type proxied struct {
 	proxy  *Proxy
 }
 
-func connect(t *testing.T, ts *testServer, store oauthclient.Store, b *browser) (*proxied, error) {
+func connect(t *testing.T, ts *oauthtest.Server, store oauthclient.Store, b *browser) (*proxied, error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	stderr := &syncBuffer{}
@@ -129,9 +130,9 @@ func (p *proxied) echo(t *testing.T, text string) {
 }
 
 // storedGrant is what an earlier run left in store for ts.
-func storedGrant(t *testing.T, ts *testServer, store oauthclient.Store) string {
+func storedGrant(t *testing.T, ts *oauthtest.Server, store oauthclient.Store) string {
 	t.Helper()
-	client, refresh := ts.seedGrant()
+	client, refresh := ts.SeedGrant()
 	if err := store.Save(&oauthclient.Grant{Issuer: ts.URL, Resource: ts.URL + "/mcp", ClientID: client,
 		TokenURL: ts.URL + "/token", AuthStyle: oauth2.AuthStyleInParams, RefreshToken: refresh}); err != nil {
 		t.Fatal(err)
@@ -139,7 +140,7 @@ func storedGrant(t *testing.T, ts *testServer, store oauthclient.Store) string {
 	return client
 }
 
-func loadGrant(t *testing.T, ts *testServer, store oauthclient.Store) *oauthclient.Grant {
+func loadGrant(t *testing.T, ts *oauthtest.Server, store oauthclient.Store) *oauthclient.Grant {
 	t.Helper()
 	g, err := store.Load(ts.URL, ts.URL+"/mcp")
 	if err != nil {
@@ -153,7 +154,7 @@ func loadGrant(t *testing.T, ts *testServer, store oauthclient.Store) *oauthclie
 // server rotated is the one stored now; requests after the handshake carry
 // the negotiated MCP-Protocol-Version.
 func TestProxyWithStoredGrant(t *testing.T) {
-	ts := newTestServer(t)
+	ts := oauthtest.NewServer(t)
 	store := oauthclient.FileStore{Dir: t.TempDir()}
 	client := storedGrant(t, ts, store)
 	p, err := connect(t, ts, store, &browser{t: t})
@@ -165,17 +166,15 @@ func TestProxyWithStoredGrant(t *testing.T) {
 		t.Fatalf("tools/list: %v %+v", err, tools)
 	}
 	p.echo(t, "hello")
-	if ts.refreshes != 1 {
-		t.Errorf("%d refreshes; want 1 (the stored grant has no access token)", ts.refreshes)
+	if ts.Refreshes() != 1 {
+		t.Errorf("%d refreshes; want 1 (the stored grant has no access token)", ts.Refreshes())
 	}
-	if live, g := ts.liveRefresh(client), loadGrant(t, ts, store); len(live) != 1 || g.RefreshToken != live[0] {
+	if live, g := ts.LiveRefresh(client), loadGrant(t, ts, store); len(live) != 1 || g.RefreshToken != live[0] {
 		t.Errorf("stored refresh token %q; the server takes %q", g.RefreshToken, live)
 	}
 	want := p.cs.InitializeResult().ProtocolVersion
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	if len(ts.versions) == 0 || slices.ContainsFunc(ts.versions, func(v string) bool { return v != want }) {
-		t.Errorf("Mcp-Protocol-Version after the handshake: %q; want %q on every one", ts.versions, want)
+	if got := ts.Versions(); len(got) == 0 || slices.ContainsFunc(got, func(v string) bool { return v != want }) {
+		t.Errorf("Mcp-Protocol-Version after the handshake: %q; want %q on every one", got, want)
 	}
 }
 
@@ -183,7 +182,7 @@ func TestProxyWithStoredGrant(t *testing.T) {
 // the proxy refreshes once and retries: no browser, and the rotated token
 // is stored.
 func TestProxyRefreshesRefusedToken(t *testing.T) {
-	ts := newTestServer(t)
+	ts := oauthtest.NewServer(t)
 	store := oauthclient.FileStore{Dir: t.TempDir()}
 	client := storedGrant(t, ts, store)
 	p, err := connect(t, ts, store, &browser{t: t})
@@ -191,12 +190,12 @@ func TestProxyRefreshesRefusedToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.echo(t, "before")
-	ts.revokeAccess()
+	ts.RevokeAccess()
 	p.echo(t, "after")
-	if ts.refreshes != 2 {
-		t.Errorf("%d refreshes; want 2", ts.refreshes)
+	if ts.Refreshes() != 2 {
+		t.Errorf("%d refreshes; want 2", ts.Refreshes())
 	}
-	if live, g := ts.liveRefresh(client), loadGrant(t, ts, store); len(live) != 1 || g.RefreshToken != live[0] {
+	if live, g := ts.LiveRefresh(client), loadGrant(t, ts, store); len(live) != 1 || g.RefreshToken != live[0] {
 		t.Errorf("stored refresh token %q; the server takes %q", g.RefreshToken, live)
 	}
 }
@@ -207,7 +206,7 @@ func TestProxyRefreshesRefusedToken(t *testing.T) {
 // resource, the new grant replaces the dead one, and the callback
 // listener is gone afterwards.
 func TestProxySignsInWhenGrantIsDead(t *testing.T) {
-	ts := newTestServer(t)
+	ts := oauthtest.NewServer(t)
 	store := oauthclient.FileStore{Dir: t.TempDir()}
 	if err := store.Save(&oauthclient.Grant{Issuer: ts.URL, Resource: ts.URL + "/mcp", ClientID: "gone",
 		TokenURL: ts.URL + "/token", RefreshToken: "revoked"}); err != nil {
@@ -226,9 +225,7 @@ func TestProxySignsInWhenGrantIsDead(t *testing.T) {
 	if want := oauthclient.SignInLine + b.opened[0] + "\n"; !strings.Contains(p.stderr.String(), want) {
 		t.Errorf("stderr %q lacks %q", p.stderr.String(), want)
 	}
-	ts.mu.Lock()
-	regs, authz := slices.Clone(ts.registrations), slices.Clone(ts.authorizes)
-	ts.mu.Unlock()
+	regs, authz := ts.Registrations(), ts.Authorizations()
 	if len(regs) != 1 || regs[0].ApplicationType != "native" || regs[0].TokenEndpointAuthMethod != "none" ||
 		!slices.Contains(regs[0].GrantTypes, "refresh_token") || len(regs[0].RedirectURIs) != 1 {
 		t.Fatalf("registrations: %+v", regs)
@@ -244,7 +241,7 @@ func TestProxySignsInWhenGrantIsDead(t *testing.T) {
 	if g.ClientID == "gone" || g.RefreshToken == "revoked" || g.Issuer != ts.URL {
 		t.Errorf("stored grant after the sign-in: %+v", g)
 	}
-	if live := ts.liveRefresh(g.ClientID); len(live) != 1 || live[0] != g.RefreshToken {
+	if live := ts.LiveRefresh(g.ClientID); len(live) != 1 || live[0] != g.RefreshToken {
 		t.Errorf("stored refresh token %q; the server takes %q", g.RefreshToken, live)
 	}
 	if c, err := net.Dial("tcp", redirect.Host); err == nil {
@@ -256,8 +253,8 @@ func TestProxySignsInWhenGrantIsDead(t *testing.T) {
 // A call that cannot reach the server (here: the sign-in was refused) is
 // answered with the error, not left for the client to wait on for ever.
 func TestProxyAnswersCallThatFails(t *testing.T) {
-	ts := newTestServer(t)
-	ts.deny = true
+	ts := oauthtest.NewServer(t)
+	ts.Deny = true
 	_, err := connect(t, ts, oauthclient.FileStore{Dir: t.TempDir()}, &browser{t: t, allowSignIn: true})
 	if err == nil || !strings.Contains(err.Error(), "access_denied") {
 		t.Fatalf("connect with a refused sign-in: %v; want the access_denied error", err)

@@ -1,4 +1,14 @@
-package mcpproxy
+// Package oauthtest is a test's OAuth-protected MCP server: a go-sdk MCP
+// server with one tool (echo) behind auth.RequireBearerToken, as
+// ScratchRun's /mcp is, with a small authorization server of its own on the
+// same listener (RFC 9728 and RFC 8414 metadata, RFC 7591 registration,
+// authorization code with PKCE S256 that redirects at once, the way a
+// consent already given does, and rotating refresh tokens).
+//
+// No OAuth server exists in this tree yet to use instead; this one is only
+// as strict as the tests of the client (oauthclient, mcpproxy,
+// `scratchrun mcp`) need, and counts what it was asked.
+package oauthtest
 
 import (
 	"context"
@@ -19,14 +29,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 )
 
-// testServer is an MCP server behind auth.RequireBearerToken, as
-// ScratchRun's /mcp is, with a small authorization server of its own
-// (RFC 8414 metadata, RFC 7591 registration, authorization code with
-// PKCE S256 that redirects at once, the way a consent already given does,
-// and rotating refresh tokens). No OAuth server exists in this tree yet to
-// use instead: this one is only as strict as the tests need it to be, and
-// counts what it was asked.
-type testServer struct {
+// Server is the MCP server and its authorization server; its URL is both
+// the issuer and the base of the MCP endpoint URL/mcp.
+type Server struct {
 	*httptest.Server
 
 	mu            sync.Mutex
@@ -39,14 +44,16 @@ type testServer struct {
 	authorizes    []url.Values
 	tokenForms    []url.Values
 	refreshes     int
-	deny          bool     // /authorize answers access_denied
-	versions      []string // Mcp-Protocol-Version of the POSTs that carried a session
+	// Deny makes /authorize answer access_denied (set it before use).
+	Deny     bool
+	versions []string // Mcp-Protocol-Version of the POSTs that carried a session
 }
 
 type codeGrant struct{ client, challenge, redirect, resource string }
 
-func newTestServer(t *testing.T) *testServer {
-	ts := &testServer{access: map[string]bool{}, refresh: map[string]string{}, clients: map[string][]string{}, codes: map[string]codeGrant{}}
+// NewServer starts a Server, closed when t ends.
+func NewServer(t *testing.T) *Server {
+	ts := &Server{access: map[string]bool{}, refresh: map[string]string{}, clients: map[string][]string{}, codes: map[string]codeGrant{}}
 	server := mcp.NewServer(&mcp.Implementation{Name: "test-server", Version: "1"}, nil)
 	type echoIn struct {
 		Text string `json:"text"`
@@ -64,7 +71,7 @@ func newTestServer(t *testing.T) *testServer {
 	mux.Handle("/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") != "" {
 			ts.mu.Lock()
-			ts.versions = append(ts.versions, r.Header.Get(protocolVersionHeader))
+			ts.versions = append(ts.versions, r.Header.Get("Mcp-Protocol-Version"))
 			ts.mu.Unlock()
 		}
 		guarded.ServeHTTP(w, r)
@@ -92,7 +99,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-func (ts *testServer) verify(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+func (ts *Server) verify(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	if !ts.access[token] {
@@ -101,14 +108,14 @@ func (ts *testServer) verify(_ context.Context, token string, _ *http.Request) (
 	return &auth.TokenInfo{UserID: "the-user", Expiration: time.Now().Add(time.Hour)}, nil
 }
 
-func (ts *testServer) next(prefix string) string {
+func (ts *Server) next(prefix string) string {
 	ts.seq++
 	return fmt.Sprintf("%s-%d", prefix, ts.seq)
 }
 
-// seedGrant registers a client and issues it a refresh token, as an
+// SeedGrant registers a client and issues it a refresh token, as an
 // earlier run's sign-in would have.
-func (ts *testServer) seedGrant() (clientID, refresh string) {
+func (ts *Server) SeedGrant() (clientID, refresh string) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	clientID, refresh = ts.next("client"), ts.next("refresh")
@@ -117,15 +124,15 @@ func (ts *testServer) seedGrant() (clientID, refresh string) {
 	return clientID, refresh
 }
 
-// revokeAccess makes the MCP server refuse every access token issued so
+// RevokeAccess makes the MCP server refuse every access token issued so
 // far, as a server restart or a short token lifetime does.
-func (ts *testServer) revokeAccess() {
+func (ts *Server) RevokeAccess() {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	clear(ts.access)
 }
 
-func (ts *testServer) register(w http.ResponseWriter, r *http.Request) {
+func (ts *Server) register(w http.ResponseWriter, r *http.Request) {
 	var meta oauthex.ClientRegistrationMetadata
 	if err := json.NewDecoder(r.Body).Decode(&meta); err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid_client_metadata"})
@@ -139,7 +146,7 @@ func (ts *testServer) register(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, &oauthex.ClientRegistrationResponse{ClientRegistrationMetadata: meta, ClientID: id})
 }
 
-func (ts *testServer) authorize(w http.ResponseWriter, r *http.Request) {
+func (ts *Server) authorize(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
@@ -150,7 +157,7 @@ func (ts *testServer) authorize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	back := url.Values{"state": {q.Get("state")}, "iss": {ts.URL}}
-	if ts.deny {
+	if ts.Deny {
 		back.Set("error", "access_denied")
 	} else {
 		code := ts.next("code")
@@ -160,7 +167,7 @@ func (ts *testServer) authorize(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, redirect+"?"+back.Encode(), http.StatusFound)
 }
 
-func (ts *testServer) token(w http.ResponseWriter, r *http.Request) {
+func (ts *Server) token(w http.ResponseWriter, r *http.Request) {
 	if err := r.ParseForm(); err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid_request"})
 		return
@@ -200,8 +207,8 @@ func (ts *testServer) token(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"access_token": access, "token_type": "Bearer", "expires_in": 3600, "refresh_token": refresh})
 }
 
-// liveRefresh is the refresh token the server would take now for client.
-func (ts *testServer) liveRefresh(client string) []string {
+// LiveRefresh are the refresh tokens the server would take now for client.
+func (ts *Server) LiveRefresh(client string) []string {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	var out []string
@@ -211,4 +218,33 @@ func (ts *testServer) liveRefresh(client string) []string {
 		}
 	}
 	return out
+}
+
+// Refreshes counts the refresh grants the token endpoint honoured.
+func (ts *Server) Refreshes() int {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return ts.refreshes
+}
+
+// Registrations are the clients' registration requests, in order.
+func (ts *Server) Registrations() []oauthex.ClientRegistrationMetadata {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return slices.Clone(ts.registrations)
+}
+
+// Authorizations are the authorization requests' queries, in order.
+func (ts *Server) Authorizations() []url.Values {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return slices.Clone(ts.authorizes)
+}
+
+// Versions are the Mcp-Protocol-Version headers of the MCP POSTs that
+// carried a session (those after the handshake).
+func (ts *Server) Versions() []string {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return slices.Clone(ts.versions)
 }
