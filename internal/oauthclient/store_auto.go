@@ -3,6 +3,10 @@ package oauthclient
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
 )
 
 // The values of SCRATCHRUN_OAUTH_STORE.
@@ -21,6 +25,9 @@ func NewStore(mode, dir string) (Store, error) {
 	case StoreFile:
 		return FileStore{Dir: dir}, nil
 	case StoreAuto, "":
+		if !keychainReachable(runtime.GOOS, os.Getenv, fileExists, os.Getuid()) {
+			return FileStore{Dir: dir}, nil
+		}
 		return AutoStore{Keychain: KeychainStore{}, File: FileStore{Dir: dir}}, nil
 	}
 	return nil, fmt.Errorf("oauthclient: unknown store %q: want %s, %s or %s", mode, StoreAuto, StoreKeychain, StoreFile)
@@ -74,4 +81,31 @@ func (s AutoStore) Save(g *Grant) error {
 func (s AutoStore) Forget(resource string) error {
 	_ = s.Keychain.Forget(resource)
 	return s.File.Forget(resource)
+}
+
+// keychainReachable reports whether auto mode should ask the keychain at
+// all. macOS and Windows always have one. Elsewhere the Secret Service is
+// on the D-Bus session bus, and with no bus to find (no
+// DBUS_SESSION_BUS_ADDRESS, no $XDG_RUNTIME_DIR/bus or /run/user/UID/bus:
+// an ssh session, a container, a CI runner) godbus would run dbus-launch,
+// which starts a session bus daemon that outlives this process, for a
+// Secret Service that is not there either. Auto mode then goes straight
+// to the file.
+func keychainReachable(goos string, getenv func(string) string, exists func(string) bool, uid int) bool {
+	switch goos {
+	case "darwin", "windows":
+		return true
+	}
+	if a := getenv("DBUS_SESSION_BUS_ADDRESS"); a != "" && a != "autolaunch:" {
+		return true
+	}
+	if d := getenv("XDG_RUNTIME_DIR"); d != "" && exists(filepath.Join(d, "bus")) {
+		return true
+	}
+	return exists(filepath.Join("/run/user", strconv.Itoa(uid), "bus"))
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

@@ -193,8 +193,47 @@ func TestAutoStoreFallsBackToFile(t *testing.T) {
 	}
 }
 
+// Auto mode asks the keychain only where one can be reached without
+// starting a D-Bus daemon (dbus-launch) that would outlive the process.
+func TestKeychainReachable(t *testing.T) {
+	env := func(kv ...string) func(string) string {
+		return func(k string) string {
+			for i := 0; i+1 < len(kv); i += 2 {
+				if kv[i] == k {
+					return kv[i+1]
+				}
+			}
+			return ""
+		}
+	}
+	none := func(string) bool { return false }
+	for _, c := range []struct {
+		name   string
+		goos   string
+		getenv func(string) string
+		exists func(string) bool
+		want   bool
+	}{
+		{"macOS", "darwin", env(), none, true},
+		{"Windows", "windows", env(), none, true},
+		{"a desktop session", "linux", env("DBUS_SESSION_BUS_ADDRESS", "unix:path=/run/user/1000/bus"), none, true},
+		{"autolaunch only", "linux", env("DBUS_SESSION_BUS_ADDRESS", "autolaunch:"), none, false},
+		{"XDG_RUNTIME_DIR's bus", "linux", env("XDG_RUNTIME_DIR", "/run/user/1000"), func(p string) bool { return p == "/run/user/1000/bus" }, true},
+		{"the uid's bus", "freebsd", env(), func(p string) bool { return p == "/run/user/1000/bus" }, true},
+		{"ssh, container, CI", "linux", env("XDG_RUNTIME_DIR", "/run/user/1000"), none, false},
+	} {
+		if got := keychainReachable(c.goos, c.getenv, c.exists, 1000); got != c.want {
+			t.Errorf("%s: %v; want %v", c.name, got, c.want)
+		}
+	}
+}
+
 func TestNewStoreModes(t *testing.T) {
-	for mode, want := range map[string]string{"": "oauthclient.AutoStore", "auto": "oauthclient.AutoStore", "keychain": "oauthclient.KeychainStore", "file": "oauthclient.FileStore"} {
+	auto := "oauthclient.AutoStore"
+	if !keychainReachable(runtime.GOOS, os.Getenv, fileExists, os.Getuid()) {
+		auto = "oauthclient.FileStore"
+	}
+	for mode, want := range map[string]string{"": auto, "auto": auto, "keychain": "oauthclient.KeychainStore", "file": "oauthclient.FileStore"} {
 		s, err := NewStore(mode, t.TempDir())
 		if err != nil {
 			t.Fatalf("NewStore(%q): %v", mode, err)
