@@ -45,6 +45,7 @@ func flagOf(name string, value bool, help string, values ...string) flagCompleti
 
 var (
 	mcpCompletion        = completion{settings: []settings.Command{settings.MCP}}
+	logoutCompletion     = completion{}
 	versionCompletion    = completion{flags: []flagCompletion{flagOf("json", false, "print a JSON object")}}
 	completionCompletion = completion{args: completionShells}
 )

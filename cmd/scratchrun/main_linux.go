@@ -28,6 +28,7 @@ func init() {
 		{"images", cmdImages, "manage runtime images", imagesCompletion},
 		{"bench", cmdBench, "measure a workload in sandboxes", benchCompletion},
 		{"setup", cmdSetup, "ready this machine after a package install", setupCompletion},
+		{"logout", cmdLogout, "forget the OAuth sign-in scratchrun mcp keeps for a server", logoutCompletion},
 		{"version", cmdVersion, "print the version", versionCompletion},
 		{"completion", cmdCompletion, "print a shell's completion script", completionCompletion},
 		{"settings", cmdSettings, "", completion{}},
@@ -42,7 +43,9 @@ commands:
               scratchrun exec --runtime python3.13 --code 'print(1)'
               scratchrun exec --runtime bash script.sh --env NAME=value --file /tmp/in.csv=@data.csv --return /tmp/out.png
               scratchrun exec --request req.json      (or - for stdin; prints the result JSON)
-  mcp       serve the scratchrun_exec MCP tool (stdio; --http ADDR for Streamable HTTP)
+  mcp       serve the scratchrun_exec MCP tool (stdio; --http ADDR for Streamable HTTP); with
+            SCRATCHRUN_API_URL and no key, forward to that server's /mcp, signing in with OAuth
+  logout    forget the OAuth sign-in scratchrun mcp keeps for a server: scratchrun logout [URL]
   serve     run the HTTP API server (POST /v1/exec, /mcp, /metrics); with --nats, a cluster's front end
   worker    serve a cluster's calls with this machine's engine (scratchrun worker --nats URL)
   keys      manage the server's API keys (create, list, revoke, usage)

@@ -21,6 +21,7 @@ var engineCommands = []string{"exec", "serve", "worker", "keys", "images", "benc
 func init() {
 	commands = []command{
 		{"mcp", cmdMCP, "serve the scratchrun_exec MCP tool, running code on a ScratchRun server", mcpCompletion},
+		{"logout", cmdLogout, "forget the OAuth sign-in scratchrun mcp keeps for a server", logoutCompletion},
 		{"version", cmdVersion, "print the version", versionCompletion},
 		{"completion", cmdCompletion, "print a shell's completion script", completionCompletion},
 	}
@@ -32,7 +33,7 @@ func init() {
 // needsLinux is an engine command's answer off Linux.
 func needsLinux(name string) int {
 	fmt.Fprintf(os.Stderr, "scratchrun %s runs sandboxes and needs Linux; on this OS scratchrun is the client: "+
-		"scratchrun mcp with SCRATCHRUN_API_URL and SCRATCHRUN_API_KEY set to a ScratchRun server's\n", name)
+		"scratchrun mcp with SCRATCHRUN_API_URL set to a ScratchRun server's (and SCRATCHRUN_API_KEY, or an OAuth sign-in)\n", name)
 	return exitUsage
 }
 
@@ -47,6 +48,8 @@ commands:
             running code on the server SCRATCHRUN_API_URL with SCRATCHRUN_API_KEY
               {"command": "scratchrun", "args": ["mcp"],
                "env": {"SCRATCHRUN_API_URL": "https://...", "SCRATCHRUN_API_KEY": "sr_live_..."}}
+            or, with no key, forwarding to the server's /mcp and signing in with OAuth in the browser
+  logout    forget the OAuth sign-in kept for a server: scratchrun logout [URL]
   version   print the version, commit, build date and Go version (--json)
   completion  print a shell's completion script: scratchrun completion bash|zsh|fish
 

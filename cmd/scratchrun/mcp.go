@@ -33,13 +33,19 @@ const minMCPTokenLength = 16
 // cmdMCP serves the scratchrun_exec MCP tool: over stdio by default (stdout
 // is the protocol stream, so everything else goes to stderr), or over
 // Streamable HTTP with --http. Code runs in the embedded engine, or on a
-// remote server when SCRATCHRUN_API_KEY is set.
+// remote server when SCRATCHRUN_API_KEY is set; with SCRATCHRUN_API_URL and
+// no key, stdio is forwarded to the server's /mcp, signed in with OAuth.
 func cmdMCP(args []string) int {
 	c, code, ok := parseMCP(args)
 	if !ok {
 		return code
 	}
 	log := newLogger(c.debug)
+	if c.signIn {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return runMCPOAuth(ctx, c.oauth, log)
+	}
 	svc, redact, closeService, err := mcpService(c, log)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "scratchrun mcp: %v\n", err)
@@ -79,6 +85,10 @@ type mcpConfig struct {
 	apiKey, apiURL string
 	// local is the engine's when no API key sends code elsewhere.
 	local mcpLocal
+	// signIn: SCRATCHRUN_API_URL without a key, a proxy to its /mcp that
+	// signs in with OAuth (oauth).
+	signIn bool
+	oauth  mcpOAuth
 }
 
 const mcpHelp = `usage: scratchrun mcp [--http ADDR [--token TOKEN] [--max-conns N]]
@@ -116,6 +126,19 @@ func parseMCP(args []string) (mcpConfig, int, bool) {
 	}
 	if c.apiKey = v.String(settings.APIKey); c.apiKey != "" {
 		c.apiURL = firstNonEmpty(v.String(settings.APIURL), remote.DefaultURL)
+		return c, 0, true
+	}
+	if v.IsSet(settings.APIURL) {
+		// A server and no key: sign in to its /mcp with OAuth.
+		if c.http != "" {
+			return c, mcpUsageError("--http serves the local engine or forwards with SCRATCHRUN_API_KEY; " +
+				"signing in with OAuth (SCRATCHRUN_API_URL without a key) is for stdio"), false
+		}
+		var err error
+		if c.oauth, err = parseMCPOAuth(v); err != nil {
+			return c, mcpUsageError(err.Error()), false
+		}
+		c.signIn = true
 		return c, 0, true
 	}
 	var err error

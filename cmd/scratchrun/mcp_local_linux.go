@@ -11,7 +11,9 @@ import (
 // mcpBackendHelp says where mcp's code runs: on Linux, the embedded engine
 // unless a key sends it to a server.
 const mcpBackendHelp = `Code runs in the local engine, or on a ScratchRun server when SCRATCHRUN_API_KEY
-is set (SCRATCHRUN_API_URL, default ` + remote.DefaultURL + `).
+is set (SCRATCHRUN_API_URL, default ` + remote.DefaultURL + `). With SCRATCHRUN_API_URL
+and no key, stdio is forwarded to the server's /mcp and scratchrun signs in with
+OAuth in the browser (` + mcpSignInHelp + `).
 `
 
 // mcpLocal is the embedded engine mcp runs code in without an API key.

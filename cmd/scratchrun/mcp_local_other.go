@@ -13,13 +13,15 @@ import (
 
 // mcpBackendHelp says where mcp's code runs: off Linux there is no engine,
 // only a server to forward to.
-const mcpBackendHelp = `Code runs on a ScratchRun server: set SCRATCHRUN_API_KEY (and SCRATCHRUN_API_URL,
-default ` + remote.DefaultURL + `). Running code here, in a local engine, needs Linux.
+const mcpBackendHelp = `Code runs on a ScratchRun server: set SCRATCHRUN_API_URL and SCRATCHRUN_API_KEY
+(the URL defaults to ` + remote.DefaultURL + `), or only SCRATCHRUN_API_URL to sign in
+to the server's /mcp with OAuth in the browser (` + mcpSignInHelp + `).
+Running code here, in a local engine, needs Linux.
 `
 
 // errNoLocalEngine is why mcp without an API key refuses off Linux.
-var errNoLocalEngine = errors.New("without SCRATCHRUN_API_KEY scratchrun mcp runs code in a local engine, which needs Linux; " +
-	"on this OS scratchrun is the client: set SCRATCHRUN_API_URL and SCRATCHRUN_API_KEY to a ScratchRun server's")
+var errNoLocalEngine = errors.New("without SCRATCHRUN_API_URL scratchrun mcp runs code in a local engine, which needs Linux; " +
+	"on this OS scratchrun is the client: set SCRATCHRUN_API_URL to a ScratchRun server's (and SCRATCHRUN_API_KEY, or sign in with OAuth)")
 
 // mcpLocal stands for the engine this build has none of.
 type mcpLocal struct{}

@@ -183,6 +183,14 @@ var (
 		Commands: []Command{MCP}, Help: "run code on a ScratchRun server with this API key instead of the local engine"}
 	APIURL = &Setting{Name: "API_URL", Env: "SCRATCHRUN_API_URL", Type: URL, Default: "http://127.0.0.1:8722",
 		Commands: []Command{MCP}, Help: "the server SCRATCHRUN_API_KEY is for"}
+	OAuthClientMetadataURL = &Setting{Name: "OAUTH_CLIENT_METADATA_URL", Env: "SCRATCHRUN_OAUTH_CLIENT_METADATA_URL", Type: URL, Meta: "URL",
+		Commands: []Command{MCP}, Help: "with SCRATCHRUN_API_URL and no API key: the https URL of a client ID metadata document to sign in as, where the server supports them (else the client registers itself); it must list http://127.0.0.1:PORT/callback with SCRATCHRUN_OAUTH_CALLBACK_PORT"}
+	OAuthCallbackPort = &Setting{Name: "OAUTH_CALLBACK_PORT", Env: "SCRATCHRUN_OAUTH_CALLBACK_PORT", Type: Int, Min: 0, Max: 65535, Zero: "a free port per sign-in",
+		Commands: []Command{MCP}, Help: "loopback port of the OAuth sign-in's redirect http://127.0.0.1:PORT/callback"}
+	OAuthStore = &Setting{Name: "OAUTH_STORE", Env: "SCRATCHRUN_OAUTH_STORE", Type: Enum, Allowed: []string{"auto", "keychain", "file"}, Default: "auto",
+		Commands: []Command{MCP}, Help: "where the OAuth sign-in (refresh token, client registration) is kept: the OS keychain, a file only the user can read, or auto: the keychain, else the file"}
+	OAuthDir = &Setting{Name: "OAUTH_DIR", Env: "SCRATCHRUN_OAUTH_DIR", Type: String, Meta: "DIR", DefaultText: "scratchrun/oauth in the user's config directory ($XDG_CONFIG_HOME, ~/Library/Application Support, %AppData%)",
+		Commands: []Command{MCP}, Help: "directory of the OAuth sign-in files (SCRATCHRUN_OAUTH_STORE file or auto)"}
 
 	// The cluster.
 
@@ -227,6 +235,6 @@ var All = []*Setting{
 	ListenAddr, DB, AllowNoAuth, MaxBody, MaxConns, MetricsAddr, AllowPublicMetrics, ConsoleToken, PublicURL,
 	OAuthMode, OAuthScope, OAuthIssuer, OAuthKeys, OAuthClientID, OAuthClientSecret, OAuthAccessTTL, OAuthRefreshTTL, OAuthRegistration,
 	MCPMaxSessions, MCPSessionsPerKey, MCPSessionIdle,
-	MCPHTTP, MCPToken, APIKey, APIURL,
+	MCPHTTP, MCPToken, APIKey, APIURL, OAuthClientMetadataURL, OAuthCallbackPort, OAuthStore, OAuthDir,
 	NATS, NATSCA, NATSCert, NATSKey, NATSUser, NATSPassword, NATSPasswordFile, NATSNKey, NATSCreds, NATSAllowInsecure, WorkerID, WorkerRuntimes, ImagesFrom, HealthAddr,
 }
