@@ -1,15 +1,20 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/scratchrun/scratchrun/internal/leakcheck"
 	"github.com/scratchrun/scratchrun/internal/testenv"
@@ -161,4 +166,75 @@ func refreshWith(t *testing.T, base, clientID, refreshToken string) string {
 		return ""
 	}
 	return out.Error
+}
+
+// `scratchrun mcp` on a desktop, with only the server's URL, signs in to
+// the built-in authorization server: it prints where to sign in, the
+// person consents in a real browser with their API key, and the tool
+// runs; the next start needs no browser (the grant was kept).
+func TestMCPSignsInToBuiltInServer(t *testing.T) {
+	testenv.SkipIfShort(t, "drives the built binary and a browser")
+	db := filepath.Join(t.TempDir(), "keys.db")
+	apiKey := createKey(t, db, "desktop")
+	srv := startServeEnv(t, []string{"SCRATCHRUN_OAUTH=builtin"}, "--db", db)
+	env := []string{"SCRATCHRUN_API_URL=" + srv.url, "SCRATCHRUN_API_KEY=", "SCRATCHRUN_OAUTH_STORE=file",
+		"SCRATCHRUN_OAUTH_DIR=" + filepath.Join(t.TempDir(), "oauth")}
+
+	type session struct {
+		cs     *mcp.ClientSession
+		stderr *syncBuffer
+		err    error
+	}
+	start := func(browser string) (chan session, *syncBuffer) {
+		cmd := exec.Command(os.Args[0], "mcp")
+		cmd.Env = append(append(os.Environ(), asCLIEnv+"=1", "BROWSER="+browser), env...)
+		stderr := &syncBuffer{}
+		cmd.Stderr = stderr
+		done := make(chan session, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "desktop", Version: "1"}, nil).
+				Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 20 * time.Second}, nil)
+			done <- session{cs, stderr, err}
+		}()
+		return done, stderr
+	}
+	run := func(s session) {
+		t.Helper()
+		if s.err != nil {
+			t.Fatalf("connect to scratchrun mcp: %v (stderr %q)", s.err, s.stderr.String())
+		}
+		defer s.cs.Close()
+		res, err := s.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "scratchrun_exec", Arguments: map[string]any{"runtime": "bash", "code": "echo desktop-$((6*7))"}})
+		if err != nil || res.IsError || !strings.Contains(fmt.Sprint(res.StructuredContent), "desktop-42") {
+			t.Fatalf("tool call through scratchrun mcp: %v %+v (stderr %q)", err, res, s.stderr.String())
+		}
+	}
+
+	done, stderr := start("true")
+	var signIn string
+	for deadline := time.Now().Add(90 * time.Second); signIn == ""; time.Sleep(50 * time.Millisecond) {
+		if _, rest, ok := strings.Cut(stderr.String(), "scratchrun mcp: sign in at "); ok {
+			signIn, _, _ = strings.Cut(rest, "\n")
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no sign-in line within 90 s: %q", stderr.String())
+		}
+	}
+	if !strings.HasPrefix(signIn, srv.url+"/oauth/authorize?") {
+		t.Fatalf("scratchrun mcp sends the person to %s", signIn)
+	}
+	b := startBrowser(t, 1000, 800)
+	b.do("consent for scratchrun mcp", chromedp.Navigate(signIn), chromedp.WaitVisible(chromedp.CSS("#api_key")),
+		chromedp.SendKeys(chromedp.CSS("#api_key"), apiKey), chromedp.Click(chromedp.CSS("#allow")))
+	run(<-done)
+	b.stop()
+
+	// `false` as the browser: a second sign-in would fail.
+	done, stderr = start("false")
+	run(<-done)
+	if strings.Contains(stderr.String(), "sign in at") {
+		t.Errorf("the second start signed in again: %q", stderr.String())
+	}
 }

@@ -47,14 +47,19 @@ func TestMCPRemoteSignsInWithBuiltInOAuth(t *testing.T) {
 	go func() {
 		sc := bufio.NewScanner(errR)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		asked := false // the URL follows the request, on its line or the next
 		for sc.Scan() {
 			line := sc.Text()
 			mu.Lock()
 			said.WriteString(line + "\n")
 			mu.Unlock()
-			if _, u, ok := strings.Cut(line, "Please authorize this client by visiting: "); ok {
+			if _, rest, ok := strings.Cut(line, "Please authorize this client by visiting:"); ok {
+				asked, line = true, rest
+			}
+			if u := strings.TrimSpace(line); asked && strings.HasPrefix(u, "http") {
+				asked = false
 				select {
-				case signIn <- strings.TrimSpace(u):
+				case signIn <- u:
 				default:
 				}
 			}
