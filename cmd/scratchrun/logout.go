@@ -29,7 +29,7 @@ func cmdLogout(args []string) int {
 	if len(positional) > 1 {
 		return logoutUsageError(fmt.Sprintf("unexpected argument %q: want one server URL", positional[1]))
 	}
-	v, err := settings.Environment(os.Getenv, settings.MCP)
+	v, err := settings.Environment(os.Getenv, mcpSettings)
 	if err != nil {
 		return logoutUsageError(err.Error())
 	}

@@ -105,7 +105,7 @@ flags:
 func parseMCP(args []string) (mcpConfig, int, bool) {
 	var c mcpConfig
 	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
-	set := withSettings(fs, mcpHelp, settings.MCP)
+	set := withSettings(fs, mcpHelp, mcpSettings)
 	if code, ok := parseFlagsOnly(fs, args, mcpUsageError); !ok {
 		return c, code, false
 	}

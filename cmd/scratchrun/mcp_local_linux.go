@@ -8,6 +8,10 @@ import (
 	"github.com/scratchrun/scratchrun/internal/settings"
 )
 
+
+// mcpSettings are the settings mcp takes here: the local engine's too.
+const mcpSettings = settings.MCP
+
 // mcpBackendHelp says where mcp's code runs: on Linux, the embedded engine
 // unless a key sends it to a server.
 const mcpBackendHelp = `Code runs in the local engine, or on a ScratchRun server when SCRATCHRUN_API_KEY

@@ -11,6 +11,10 @@ import (
 	"github.com/scratchrun/scratchrun/internal/settings"
 )
 
+// mcpSettings are the settings mcp takes off Linux: the client's alone, so
+// that --help lists no engine setting that would do nothing here.
+const mcpSettings = settings.MCPClient
+
 // mcpBackendHelp says where mcp's code runs: off Linux there is no engine,
 // only a server to forward to.
 const mcpBackendHelp = `Code runs on a ScratchRun server: set SCRATCHRUN_API_URL and SCRATCHRUN_API_KEY

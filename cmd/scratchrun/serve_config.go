@@ -55,7 +55,8 @@ With --console-token (or SCRATCHRUN_CONSOLE_TOKEN) it also serves a web
 console at /console: keys, usage, live state and a playground. With --nats
 it is a cluster's front end: no engine of its own, calls placed on the
 workers registered there (several front ends may run side by side over one
-postgres:// --db).
+postgres:// --db). With --oauth builtin or external, /mcp also takes OAuth
+access tokens, each acting as a key (docs/oauth.md).
 
 flags:
 `

@@ -12,7 +12,9 @@ var (
 	servers = []Command{MCP, Serve, Worker, Bench}
 	// httpServers answer HTTP: serve (as an engine or a front end) and
 	// mcp --http.
-	httpServers = []Command{MCP, Serve, Frontend}
+	httpServers = []Command{MCP, MCPClient, Serve, Frontend}
+	// mcpOnly are mcp's own settings, on every OS.
+	mcpOnly = []Command{MCP, MCPClient}
 	// cluster reach NATS.
 	cluster = []Command{Frontend, Worker, Bench}
 	// images are the commands that open the image store.
@@ -176,21 +178,21 @@ var (
 	// The MCP server.
 
 	MCPHTTP = &Setting{Name: "http", Flag: "http", Type: Addr,
-		Commands: []Command{MCP}, Help: "serve Streamable HTTP at /mcp on this address (e.g. 127.0.0.1:8765) instead of stdio"}
+		Commands: mcpOnly, Help: "serve Streamable HTTP at /mcp on this address (e.g. 127.0.0.1:8765) instead of stdio"}
 	MCPToken = &Setting{Name: "token", Flag: "token", Env: "SCRATCHRUN_MCP_TOKEN", Type: String, Meta: "TOKEN",
-		Commands: []Command{MCP}, Help: "bearer token HTTP clients must send, at least 16 characters (the variable keeps it out of ps)"}
+		Commands: mcpOnly, Help: "bearer token HTTP clients must send, at least 16 characters (the variable keeps it out of ps)"}
 	APIKey = &Setting{Name: "API_KEY", Env: "SCRATCHRUN_API_KEY", Type: String, Meta: "KEY",
-		Commands: []Command{MCP}, Help: "run code on a ScratchRun server with this API key instead of the local engine"}
+		Commands: mcpOnly, Help: "run code on a ScratchRun server with this API key instead of the local engine"}
 	APIURL = &Setting{Name: "API_URL", Env: "SCRATCHRUN_API_URL", Type: URL, Default: "http://127.0.0.1:8722",
-		Commands: []Command{MCP}, Help: "the server SCRATCHRUN_API_KEY is for"}
+		Commands: mcpOnly, Help: "the server to run code on: with SCRATCHRUN_API_KEY, through its API; without, through its /mcp, signed in with OAuth"}
 	OAuthClientMetadataURL = &Setting{Name: "OAUTH_CLIENT_METADATA_URL", Env: "SCRATCHRUN_OAUTH_CLIENT_METADATA_URL", Type: URL, Meta: "URL",
-		Commands: []Command{MCP}, Help: "with SCRATCHRUN_API_URL and no API key: the https URL of a client ID metadata document to sign in as, where the server supports them (else the client registers itself); it must list http://127.0.0.1:PORT/callback with SCRATCHRUN_OAUTH_CALLBACK_PORT"}
+		Commands: mcpOnly, Help: "with SCRATCHRUN_API_URL and no API key: the https URL of a client ID metadata document to sign in as, where the server supports them (else the client registers itself); it must list http://127.0.0.1:PORT/callback with SCRATCHRUN_OAUTH_CALLBACK_PORT"}
 	OAuthCallbackPort = &Setting{Name: "OAUTH_CALLBACK_PORT", Env: "SCRATCHRUN_OAUTH_CALLBACK_PORT", Type: Int, Min: 0, Max: 65535, Zero: "a free port per sign-in",
-		Commands: []Command{MCP}, Help: "loopback port of the OAuth sign-in's redirect http://127.0.0.1:PORT/callback"}
+		Commands: mcpOnly, Help: "loopback port of the OAuth sign-in's redirect http://127.0.0.1:PORT/callback"}
 	OAuthStore = &Setting{Name: "OAUTH_STORE", Env: "SCRATCHRUN_OAUTH_STORE", Type: Enum, Allowed: []string{"auto", "keychain", "file"}, Default: "auto",
-		Commands: []Command{MCP}, Help: "where the OAuth sign-in (refresh token, client registration) is kept: the OS keychain, a file only the user can read, or auto: the keychain, else the file"}
+		Commands: mcpOnly, Help: "where the OAuth sign-in (refresh token, client registration) is kept: the OS keychain, a file only the user can read, or auto: the keychain, else the file"}
 	OAuthDir = &Setting{Name: "OAUTH_DIR", Env: "SCRATCHRUN_OAUTH_DIR", Type: String, Meta: "DIR", DefaultText: "scratchrun/oauth in the user's config directory ($XDG_CONFIG_HOME, ~/Library/Application Support, %AppData%)",
-		Commands: []Command{MCP}, Help: "directory of the OAuth sign-in files (SCRATCHRUN_OAUTH_STORE file or auto)"}
+		Commands: mcpOnly, Help: "directory of the OAuth sign-in files (SCRATCHRUN_OAUTH_STORE file or auto)"}
 
 	// The cluster.
 

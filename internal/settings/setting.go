@@ -42,20 +42,24 @@ const (
 type Command string
 
 // The commands settings apply to. Frontend is `serve --nats`: the same
-// flag set as Serve, but no engine of its own.
+// flag set as Serve, but no engine of its own. MCPClient is `mcp` built
+// for macOS or Windows: the client of a server, with none of the engine's
+// settings.
 const (
-	Exec     Command = "exec"
-	MCP      Command = "mcp"
-	Serve    Command = "serve"
-	Frontend Command = "serve --nats"
-	Worker   Command = "worker"
-	Bench    Command = "bench"
-	Images   Command = "images"
-	Keys     Command = "keys"
+	Exec Command = "exec"
+	MCP  Command = "mcp"
+	// MCPClient is named for the docs' column of commands.
+	MCPClient Command = "mcp off Linux"
+	Serve     Command = "serve"
+	Frontend  Command = "serve --nats"
+	Worker    Command = "worker"
+	Bench     Command = "bench"
+	Images    Command = "images"
+	Keys      Command = "keys"
 )
 
 // Commands are every Command, in the order the docs list them.
-var Commands = []Command{Exec, MCP, Serve, Frontend, Worker, Bench, Images, Keys}
+var Commands = []Command{Exec, MCP, MCPClient, Serve, Frontend, Worker, Bench, Images, Keys}
 
 // Setting is one operator setting.
 type Setting struct {
