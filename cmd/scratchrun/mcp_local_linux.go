@@ -8,7 +8,6 @@ import (
 	"github.com/scratchrun/scratchrun/internal/settings"
 )
 
-
 // mcpSettings are the settings mcp takes here: the local engine's too.
 const mcpSettings = settings.MCP
 

@@ -125,6 +125,9 @@ func runServe(c serveConfig) int {
 	fmt.Fprintf(os.Stderr, "scratchrun serve: listening on http://%s (%s; keys in %s)\n", ln.Addr(), s.describe(), dbShown)
 	if oauthCfg != nil {
 		fmt.Fprintf(os.Stderr, "scratchrun serve: /mcp takes OAuth tokens for %s from %s\n", oauthCfg.Resource, oauthCfg.AuthorizationServers[0])
+		if !hasKeys {
+			fmt.Fprintln(os.Stderr, "scratchrun serve: warning: --oauth with no API key yet: /mcp is open to anyone until the first key is created, and no token can be issued (a token acts as a key)")
+		}
 	}
 	if c.consoleToken != "" {
 		fmt.Fprintf(os.Stderr, "scratchrun serve: web console at http://%s/console (sign in with the console token)\n", ln.Addr())

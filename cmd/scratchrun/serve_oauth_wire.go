@@ -42,14 +42,15 @@ func (o oauthSetup) build(ctx context.Context, ln net.Listener, keys *store.Stor
 		if err != nil {
 			return nil, fmt.Errorf("--oauth external: %w", err)
 		}
-		return &httpapi.OAuth{Resource: resource, AuthorizationServers: []string{o.issuer}, Scopes: o.scopes(), Verifier: v}, nil
+		return &httpapi.OAuth{Resource: resource, AuthorizationServers: []string{o.issuer}, Scopes: o.scopes(), Verifier: v, PublicURL: o.publicURL}, nil
 	}
 	as, err := authserver.New(authserver.Config{Issuer: o.publicURL, Resource: resource, Scope: o.scope,
 		AccessTokenTTL: o.accessTTL, RefreshTokenTTL: o.refreshTTL, Keys: keys, State: keys, Registration: o.registration, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("--oauth builtin: %w", err)
 	}
-	return &httpapi.OAuth{Resource: resource, AuthorizationServers: []string{o.publicURL}, Scopes: o.scopes(), Verifier: as.Verifier(), Routes: as.Routes()}, nil
+	return &httpapi.OAuth{Resource: resource, AuthorizationServers: []string{o.publicURL}, Scopes: o.scopes(), Verifier: as.Verifier(),
+		Routes: as.Routes(), AnyOrigin: as.AnyOriginPaths(), PublicURL: o.publicURL}, nil
 }
 
 func (o oauthSetup) scopes() []string {

@@ -145,6 +145,10 @@ func (s *Server) requireCaller(next http.Handler, tokens bool) http.Handler {
 // keys do not expire, they are revoked, and every request is checked anew.
 const mcpTokenLifetime = 100 * 365 * 24 * time.Hour
 
+// grantSkew is beyond the clock skew any verifier allows past a token's
+// expiry (external's is 30 s by default).
+const grantSkew = 5 * time.Minute
+
 // mcpAuth puts the request's key where the MCP SDK carries it into tool
 // handlers. In go-sdk v1.8.0 a stateful session's tool handlers run in the
 // context of the request that opened the session, so values put on later
@@ -160,7 +164,9 @@ func (s *Server) mcpAuth(next http.Handler) http.Handler {
 			return nil, auth.ErrInvalidToken
 		}
 		if g := grantFrom(r.Context()); g != nil {
-			return &auth.TokenInfo{UserID: k.ID, Scopes: g.Scopes, Expiration: g.Expiry}, nil
+			// The verifier judged the expiry, with the clock skew it
+			// allows; the SDK, which allows none, must not judge again.
+			return &auth.TokenInfo{UserID: k.ID, Scopes: g.Scopes, Expiration: g.Expiry.Add(grantSkew)}, nil
 		}
 		return &auth.TokenInfo{UserID: k.ID, Expiration: time.Now().Add(mcpTokenLifetime)}, nil
 	}

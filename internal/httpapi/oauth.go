@@ -38,6 +38,25 @@ type OAuth struct {
 	// Routes are more handlers mounted at the server root outside the key
 	// check, by ServeMux pattern: the built-in authorization server's.
 	Routes map[string]http.Handler
+	// AnyOrigin are paths among Routes that take requests from pages of
+	// any origin (browser-based clients): endpoints that carry no cookie,
+	// such as a token or registration endpoint. The metadata documents
+	// always do.
+	AnyOrigin []string
+	// PublicURL is the origin clients reach the server at (a TLS proxy's,
+	// say): the origin guard takes its host as Host and it as Origin,
+	// which a consent page posted through that proxy carries.
+	PublicURL string
+}
+
+// anyOrigin is the set of paths the origin guard lets any origin reach.
+func (o *OAuth) anyOrigin() map[string]bool {
+	u, _ := url.Parse(o.Resource)
+	set := map[string]bool{metadataPath(u.Path): true, "/.well-known/oauth-protected-resource": true}
+	for _, p := range o.AnyOrigin {
+		set[p] = true
+	}
+	return set
 }
 
 // check refuses an OAuth that could not work, naming the field.

@@ -222,3 +222,40 @@ func TestOAuthConfigIsChecked(t *testing.T) {
 		}
 	}
 }
+
+// Behind a TLS proxy the browser's Origin is the public URL's, and the
+// proxy may pass its Host on: both are this server's. The metadata and
+// the routes named AnyOrigin take any origin (browser-based clients); the
+// others still refuse a foreign one.
+func TestOAuthPublicURLBehindAProxy(t *testing.T) {
+	tt := &tokenTable{}
+	ts := startServer(t, serverOptions{mcp: true, fake: scripted(), oauth: &OAuth{
+		Resource: testResource, AuthorizationServers: []string{"https://scratchrun.test"}, Scopes: []string{"scratchrun"}, Verifier: tt,
+		PublicURL: "https://scratchrun.test", AnyOrigin: []string{"/oauth/token"},
+		Routes: map[string]http.Handler{
+			"/oauth/token":   http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("token")) }),
+			"/oauth/consent": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("consent")) }),
+		},
+	}})
+	ts.key("someone", 60, 4)
+	for _, c := range []struct {
+		name, method, path string
+		header             map[string]string
+		status             int
+	}{
+		{"the proxy's origin", "POST", "/oauth/consent", map[string]string{"Origin": "https://scratchrun.test"}, 200},
+		{"the proxy's origin and host", "POST", "/oauth/consent", map[string]string{"Origin": "https://scratchrun.test", "Host": "scratchrun.test"}, 200},
+		{"the proxy's origin, its port written", "POST", "/oauth/consent", map[string]string{"Origin": "https://scratchrun.test:443"}, 200},
+		{"another origin on the consent page", "POST", "/oauth/consent", map[string]string{"Origin": "https://evil.example"}, 403},
+		{"plain http for the public origin", "POST", "/oauth/consent", map[string]string{"Origin": "http://scratchrun.test"}, 403},
+		{"another host", "POST", "/oauth/consent", map[string]string{"Host": "evil.example"}, 403},
+		{"any origin at the token endpoint", "POST", "/oauth/token", map[string]string{"Origin": "https://app.example", "Sec-Fetch-Site": "cross-site"}, 200},
+		{"any origin at the metadata", "GET", "/.well-known/oauth-protected-resource/mcp", map[string]string{"Origin": "https://app.example"}, 200},
+		{"a foreign origin at /mcp", "POST", "/mcp", map[string]string{"Origin": "https://app.example"}, 403},
+	} {
+		a := ts.request(t, c.method, c.path, "", c.header)
+		if a.status != c.status {
+			t.Errorf("%s: %d %s, want %d", c.name, a.status, a.body, c.status)
+		}
+	}
+}

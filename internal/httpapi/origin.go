@@ -33,15 +33,35 @@ const CodeForbidden = "forbidden"
 // It is applied to every route, /mcp included, and to `scratchrun mcp
 // --http` (whose SDK checks Host but not Origin, which MCP requires).
 func GuardOrigin(next http.Handler, bound net.Addr, listenAddr string) http.Handler {
-	return guardOrigin(next, bound, listenAddr, func() {})
+	return guardOrigin(next, originPolicy{bound: bound, listenAddr: listenAddr}, func() {})
 }
 
-// guardOrigin is GuardOrigin calling refused for each refusal.
-func guardOrigin(next http.Handler, bound net.Addr, listenAddr string, refused func()) http.Handler {
-	listenHost, _ := splitHost(listenAddr)
-	loopback := isLoopbackAddr(bound)
+// originPolicy is what guardOrigin accepts beyond GuardOrigin's rules.
+type originPolicy struct {
+	bound      net.Addr
+	listenAddr string
+	// publicURL is the origin clients reach the server at (serve
+	// --public-url, e.g. a TLS proxy's): its host is accepted as Host and
+	// it is accepted as Origin, since behind a proxy neither is the
+	// listener's.
+	publicURL string
+	// anyOrigin are paths that take requests from any origin: OAuth's
+	// metadata, token and registration endpoints, which browser-based
+	// clients call cross-origin (they send CORS headers) and which carry
+	// no cookie or other ambient authority for a page to borrow.
+	anyOrigin map[string]bool
+}
+
+// guardOrigin is GuardOrigin under policy, calling refused for each refusal.
+func guardOrigin(next http.Handler, policy originPolicy, refused func()) http.Handler {
+	g := originGuard{loopback: isLoopbackAddr(policy.bound), anyOrigin: policy.anyOrigin}
+	g.listenHost, _ = splitHost(policy.listenAddr)
+	if u, err := url.Parse(policy.publicURL); err == nil && u.Host != "" {
+		g.publicHost, _ = splitHost(u.Host)
+		g.publicOrigin = normalOrigin(u)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if msg := originProblem(r, loopback, listenHost); msg != "" {
+		if msg := g.problem(r); msg != "" {
 			refused()
 			w.Header().Set("Connection", "close")
 			writeError(w, http.StatusForbidden, CodeForbidden, msg)
@@ -51,12 +71,33 @@ func guardOrigin(next http.Handler, bound net.Addr, listenAddr string, refused f
 	})
 }
 
-// originProblem says why r must be refused, or "".
-func originProblem(r *http.Request, loopback bool, listenHost string) string {
+// originGuard is an originPolicy ready to check requests.
+type originGuard struct {
+	loopback                 bool
+	listenHost               string
+	publicHost, publicOrigin string
+	anyOrigin                map[string]bool
+}
+
+// normalOrigin is u's scheme://host:port, the port always written.
+func normalOrigin(u *url.URL) string {
+	host, port := splitHost(u.Host)
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	return u.Scheme + "://" + net.JoinHostPort(host, port)
+}
+
+// problem says why r must be refused, or "".
+func (g originGuard) problem(r *http.Request) string {
 	host, hostPort := splitHost(r.Host)
-	if loopback && !isLoopbackName(host) && (listenHost == "" || host != listenHost) {
+	named := host == g.publicHost && g.publicHost != ""
+	if g.loopback && !isLoopbackName(host) && (g.listenHost == "" || host != g.listenHost) && !named {
 		return fmt.Sprintf("Host %q is not a loopback name: this server listens on loopback and answers only to "+
 			"localhost, 127.0.0.1 or [::1] (a page that renamed 127.0.0.1 to reach it is refused)", r.Host)
+	}
+	if g.anyOrigin[r.URL.Path] {
+		return ""
 	}
 	if site := r.Header.Get("Sec-Fetch-Site"); site == "cross-site" {
 		return "cross-site request refused: a web page on another site may not use this server"
@@ -68,6 +109,9 @@ func originProblem(r *http.Request, loopback bool, listenHost string) string {
 	u, err := url.Parse(origin)
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
 		return fmt.Sprintf("Origin %q refused: only this server's own origin may send requests from a browser", origin)
+	}
+	if g.publicOrigin != "" && normalOrigin(u) == g.publicOrigin {
+		return ""
 	}
 	originHost, originPort := splitHost(u.Host)
 	if originPort == "" {

@@ -195,7 +195,11 @@ func (s *Server) Service() execapi.Service { return s.gate }
 // from where GuardOrigin allows.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	refused := func() { s.m.rejections.add(reasonForbidden) }
-	hs, bounded := NewBoundedServer(ln, guardOrigin(s.handler, ln.Addr(), s.cfg.ListenAddr, refused), s.cfg.Conns,
+	policy := originPolicy{bound: ln.Addr(), listenAddr: s.cfg.ListenAddr}
+	if o := s.cfg.OAuth; o != nil {
+		policy.publicURL, policy.anyOrigin = o.PublicURL, o.anyOrigin()
+	}
+	hs, bounded := NewBoundedServer(ln, guardOrigin(s.handler, policy, refused), s.cfg.Conns,
 		slog.NewLogLogger(s.log.Handler(), slog.LevelDebug))
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(bounded) }()

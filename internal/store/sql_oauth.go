@@ -62,9 +62,20 @@ type OAuthSigningKey struct {
 	Created    time.Time
 }
 
+// OAuthClientIdle is how long a registered client is kept with no grant:
+// anyone may register, so clients nobody signed in with are swept, and
+// registration does not stay full once filled.
+const OAuthClientIdle = 24 * time.Hour
+
 // AddOAuthClient registers a client, unless max clients are registered.
+// Clients older than OAuthClientIdle that hold no refresh token are
+// deleted first.
 func (s *Store) AddOAuthClient(ctx context.Context, c OAuthClient, max int) error {
 	return s.db.inTx(ctx, func(cn conn) error {
+		if _, err := cn.exec(ctx, `DELETE FROM oauth_clients WHERE created_ms < ?
+			AND id NOT IN (SELECT client_id FROM oauth_refresh_tokens)`, c.Created.Add(-OAuthClientIdle).UnixMilli()); err != nil {
+			return fmt.Errorf("sweep OAuth clients: %w", err)
+		}
 		var n int
 		if err := cn.queryRow(ctx, `SELECT COUNT(*) FROM oauth_clients`).Scan(&n); err != nil {
 			return fmt.Errorf("count OAuth clients: %w", err)
@@ -109,6 +120,16 @@ func (s *Store) PutOAuthAuthRequest(ctx context.Context, r OAuthAuthRequest) err
 		return fmt.Errorf("store OAuth request: %w", err)
 	}
 	return nil
+}
+
+// CountOAuthAuthRequests is how many authorization requests are pending
+// (unexpired), for the bound on what unauthenticated callers may store.
+func (s *Store) CountOAuthAuthRequests(ctx context.Context) (int, error) {
+	var n int
+	if err := s.db.queryRow(ctx, `SELECT COUNT(*) FROM oauth_auth_requests WHERE expires_ms >= ?`, time.Now().UnixMilli()).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count OAuth requests: %w", err)
+	}
+	return n, nil
 }
 
 // OAuthAuthRequest returns the unexpired authorization request with this id.
@@ -183,6 +204,13 @@ func (s *Store) AddOAuthRefresh(ctx context.Context, r OAuthRefresh) error {
 	if _, err := s.db.exec(ctx, `DELETE FROM oauth_refresh_tokens WHERE expires_ms < ?`, time.Now().UnixMilli()); err != nil {
 		return fmt.Errorf("sweep OAuth refresh tokens: %w", err)
 	}
+	// A family keeps its used tokens only for reuse detection, and only the
+	// last few: a client that refreshes often does not grow the table.
+	if _, err := s.db.exec(ctx, `DELETE FROM oauth_refresh_tokens WHERE family = ? AND used = 1 AND hash NOT IN
+		(SELECT hash FROM oauth_refresh_tokens WHERE family = ? AND used = 1 ORDER BY expires_ms DESC LIMIT ?)`,
+		r.Family, r.Family, usedRefreshKept); err != nil {
+		return fmt.Errorf("sweep used OAuth refresh tokens: %w", err)
+	}
 	_, err := s.db.exec(ctx, `INSERT INTO oauth_refresh_tokens (hash, family, key_id, client_id, data, expires_ms) VALUES (?, ?, ?, ?, ?, ?)`,
 		r.Hash, r.Family, r.KeyID, r.ClientID, r.Data, r.Expires.UnixMilli())
 	if err != nil {
@@ -190,6 +218,10 @@ func (s *Store) AddOAuthRefresh(ctx context.Context, r OAuthRefresh) error {
 	}
 	return nil
 }
+
+// usedRefreshKept is how many used refresh tokens a family keeps, to tell
+// a replay of a recent one (which ends the family) from a stranger's token.
+const usedRefreshKept = 4
 
 // OAuthRefresh returns the unused, unexpired refresh token with this hash.
 func (s *Store) OAuthRefresh(ctx context.Context, hash string) (OAuthRefresh, error) {

@@ -111,3 +111,67 @@ func TestOAuthRecords(t *testing.T) {
 		}
 	})
 }
+
+// What anyone on the network can make the store keep stays bounded:
+// clients nobody signed in with are swept after OAuthClientIdle (so a
+// filled registration empties again), pending requests are counted, and a
+// family keeps only its last few used refresh tokens.
+func TestOAuthRecordsStayBounded(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		s := b.open(t)
+		long := time.Now().Add(-OAuthClientIdle - time.Hour)
+		for _, id := range []string{"idle", "signed-in"} {
+			if err := s.AddOAuthClient(ctx, OAuthClient{ID: id, Metadata: `{}`, Created: long}, 2); err != nil {
+				t.Fatal(err)
+			}
+		}
+		now := time.Now()
+		if err := s.AddOAuthRefresh(ctx, OAuthRefresh{Hash: "h0", Family: "f", KeyID: "k", ClientID: "signed-in", Data: "{}", Expires: now.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.AddOAuthClient(ctx, OAuthClient{ID: "new", Metadata: `{}`, Created: now}, 2); err != nil {
+			t.Fatalf("a full registration with an idle client in it: %v", err)
+		}
+		if _, err := s.OAuthClient(ctx, "idle"); !errors.Is(err, ErrOAuthNotFound) {
+			t.Errorf("the idle client is still there: %v", err)
+		}
+		if _, err := s.OAuthClient(ctx, "signed-in"); err != nil {
+			t.Errorf("the client with a grant was swept: %v", err)
+		}
+
+		for i, exp := range []time.Duration{time.Hour, 2 * time.Hour} {
+			if err := s.PutOAuthAuthRequest(ctx, OAuthAuthRequest{ID: string(rune('a' + i)), Data: "d", Expires: now.Add(exp)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n, err := s.CountOAuthAuthRequests(ctx); err != nil || n != 2 {
+			t.Errorf("pending requests: %d, %v; want 2", n, err)
+		}
+
+		// Rotate ten times: the family keeps its current token and its
+		// last used ones only.
+		prev := "h0"
+		for i := 1; i <= 10; i++ {
+			if _, err := s.TakeOAuthRefresh(ctx, prev); err != nil {
+				t.Fatal(err)
+			}
+			next := "h" + string(rune('0'+i))
+			if err := s.AddOAuthRefresh(ctx, OAuthRefresh{Hash: next, Family: "f", KeyID: "k", ClientID: "signed-in", Data: "{}",
+				Expires: now.Add(time.Hour + time.Duration(i)*time.Minute)}); err != nil {
+				t.Fatal(err)
+			}
+			prev = next
+		}
+		var rows int
+		if err := s.db.queryRow(ctx, `SELECT COUNT(*) FROM oauth_refresh_tokens WHERE family = ?`, "f").Scan(&rows); err != nil {
+			t.Fatal(err)
+		}
+		if rows > usedRefreshKept+1 {
+			t.Errorf("the family holds %d tokens after ten rotations, want at most %d", rows, usedRefreshKept+1)
+		}
+		if _, err := s.TakeOAuthRefresh(ctx, "h9"); !errors.Is(err, ErrOAuthUsed) {
+			t.Errorf("a recent used token's replay: %v, want ErrOAuthUsed", err)
+		}
+	})
+}

@@ -61,7 +61,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 		r.Form.Set("scope", s.cfg.Scope)
 	}
 	r = r.WithContext(withResources(r.Context(), r.Form["resource"]))
-	s.withIss(s.provider).ServeHTTP(w, r)
+	s.withIss(s.provider).ServeHTTP(&browserBinder{ResponseWriter: w, s: s, r: r}, r)
 }
 
 // token checks what op does not before op answers: the grant types this
@@ -74,6 +74,12 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.Method != http.MethodPost {
 		writeJSONError(w, http.StatusMethodNotAllowed, "invalid_request", "use POST")
+		return
+	}
+	if r.URL.RawQuery != "" {
+		// op reads the token request from the query too; a code, verifier
+		// or refresh token in a URL ends up in logs.
+		writeJSONError(w, http.StatusBadRequest, "invalid_request", "the token request goes in the POST body, not the query string")
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxBody)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -50,8 +49,13 @@ type documentCache struct {
 
 type cachedDocument struct {
 	meta    *oauthex.ClientRegistrationMetadata
+	err     error // a failed fetch, kept briefly (failureTTL)
 	expires time.Time
 }
+
+// failureTTL is how long a failed fetch is remembered: a client ID that
+// does not resolve is not fetched again on every request naming it.
+const failureTTL = time.Minute
 
 func newDocumentCache(hc *http.Client) *documentCache {
 	return &documentCache{hc: hc, m: make(map[string]cachedDocument)}
@@ -76,11 +80,15 @@ func (dc *documentCache) get(ctx context.Context, id string) (*oauthex.ClientReg
 	e, ok := dc.m[id]
 	dc.mu.Unlock()
 	if ok && now.Before(e.expires) {
-		return e.meta, nil
+		return e.meta, e.err
 	}
 	meta, ttl, err := dc.fetch(ctx, id)
 	if err != nil {
-		return nil, err
+		var doc *errMetadataDocument
+		if !errors.As(err, &doc) {
+			return nil, err
+		}
+		meta, ttl = nil, failureTTL
 	}
 	if ttl > 0 {
 		dc.mu.Lock()
@@ -91,10 +99,10 @@ func (dc *documentCache) get(ctx context.Context, id string) (*oauthex.ClientReg
 				}
 			}
 		}
-		dc.m[id] = cachedDocument{meta: meta, expires: now.Add(ttl)}
+		dc.m[id] = cachedDocument{meta: meta, err: err, expires: now.Add(ttl)}
 		dc.mu.Unlock()
 	}
-	return meta, nil
+	return meta, err
 }
 
 func (dc *documentCache) fetch(ctx context.Context, id string) (*oauthex.ClientRegistrationMetadata, time.Duration, error) {
@@ -107,11 +115,11 @@ func (dc *documentCache) fetch(ctx context.Context, id string) (*oauthex.ClientR
 	req.Header.Set("Accept", "application/json")
 	resp, err := dc.hc.Do(req)
 	if err != nil {
-		return nil, 0, &errMetadataDocument{"cannot fetch it: " + fetchError(err)}
+		return nil, 0, &errMetadataDocument{fetchError(err)}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, 0, &errMetadataDocument{fmt.Sprintf("fetching it answered %d, not 200", resp.StatusCode)}
+		return nil, 0, &errMetadataDocument{errUnfetchable}
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
 	if err != nil {
@@ -136,20 +144,15 @@ func (dc *documentCache) fetch(ctx context.Context, id string) (*oauthex.ClientR
 	return &doc.ClientRegistrationMetadata, cacheTTL(resp.Header.Get("Cache-Control")), nil
 }
 
-// fetchError is err without the URL (which the page already shows) or
-// anything from the remote beyond what went wrong.
+// fetchError is what the error page says of a failed fetch: that the
+// address is one this server does not fetch from, or only that it failed.
 func fetchError(err error) string {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
-	}
 	if errors.Is(err, errForbiddenAddress) {
-		return errForbiddenAddress.Error()
+		return "cannot fetch it: " + errForbiddenAddress.Error()
 	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return "timed out"
-	}
-	return err.Error()
+	// No detail of why (refused, reset, a TLS error, a timeout): the page
+	// would tell whoever names a URL what answers where.
+	return errUnfetchable
 }
 
 // cacheTTL is how long Cache-Control lets a document be kept.
@@ -200,8 +203,21 @@ func guardedClient() *http.Client {
 // which netip does not count as private.
 var sharedAddressSpace = netip.MustParsePrefix("100.64.0.0/10")
 
+// errUnfetchable is the one reason shown for a document that could not be
+// fetched, whatever the cause.
+const errUnfetchable = "cannot fetch it (it must answer 200 over https, from a public address)"
+
+// embedding are IPv6 ranges that carry an IPv4 address a gateway may route
+// to (NAT64, 6to4): a public-looking address for a private one.
+var embedding = []netip.Prefix{netip.MustParsePrefix("64:ff9b::/96"), netip.MustParsePrefix("64:ff9b:1::/48"), netip.MustParsePrefix("2002::/16")}
+
 func publicAddr(a netip.Addr) bool {
 	a = a.Unmap()
+	for _, p := range embedding {
+		if p.Contains(a) {
+			return false
+		}
+	}
 	return a.IsGlobalUnicast() && !a.IsPrivate() && !a.IsLoopback() && !a.IsLinkLocalUnicast() &&
 		!sharedAddressSpace.Contains(a)
 }

@@ -78,8 +78,8 @@ func TestMetadataDocumentClient(t *testing.T) {
 	for _, c := range []struct{ path, why string }{
 		{"/liar.json", "client_id is not its URL"},
 		{"/nameless.json", "no client_name"},
-		{"/moved.json", "302"},
-		{"/missing.json", "404"},
+		{"/moved.json", errUnfetchable},
+		{"/missing.json", errUnfetchable},
 	} {
 		resp, body := e.get(e.issuer + pathAuthorize + "?" + e.authQuery(ds.URL+c.path, loopbackRedirect, challenge).Encode())
 		if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("Location") != "" || !strings.Contains(body, "invalid_client") || !strings.Contains(body, c.why) {
@@ -107,6 +107,7 @@ func TestGuardedClientRefusesInwardAddresses(t *testing.T) {
 		"127.0.0.1": false, "10.1.2.3": false, "192.168.0.1": false, "172.16.0.1": false, "169.254.169.254": false,
 		"100.64.0.1": false, "0.0.0.0": false, "::1": false, "fe80::1": false, "fd00::1": false, "::ffff:127.0.0.1": false,
 		"224.0.0.1": false, "93.184.216.34": true, "2606:4700::1111": true,
+		"64:ff9b::a00:1": false, "2002:a00:1::1": false,
 	} {
 		if got := publicAddr(netip.MustParseAddr(addr)); got != public {
 			t.Errorf("publicAddr(%s) = %v", addr, got)
@@ -134,5 +135,20 @@ func TestCacheTTL(t *testing.T) {
 		if got := cacheTTL(cc); got != want {
 			t.Errorf("cacheTTL(%q) = %v, want %v", cc, got, want)
 		}
+	}
+}
+
+// A document that cannot be fetched is remembered as such for a while: a
+// client ID naming it does not make the server fetch on every request.
+func TestFailedFetchIsRemembered(t *testing.T) {
+	ds := newDocServer(t)
+	dc := newDocumentCache(ds.Client())
+	for range 3 {
+		if _, err := dc.get(context.Background(), ds.URL+"/missing.json"); err == nil || !strings.Contains(err.Error(), errUnfetchable) {
+			t.Fatalf("a missing document: %v", err)
+		}
+	}
+	if n := ds.fetches.Load(); n != 1 {
+		t.Errorf("fetched %d times, want once", n)
 	}
 }

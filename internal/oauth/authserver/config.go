@@ -65,7 +65,13 @@ const (
 	// authRequestTTL is how long a person has from /authorize to the code
 	// exchange.
 	authRequestTTL = 10 * time.Minute
+	// maxStateLen bounds a request's state and nonce, which it keeps.
+	maxStateLen = 512
 )
+
+// maxPendingRequests bounds the authorization requests kept at once (each
+// lives authRequestTTL). A variable for the test of the bound.
+var maxPendingRequests = 10000
 
 // Server is the built-in authorization server (New).
 type Server struct {
@@ -170,7 +176,6 @@ const (
 	pathASMetadata   = "/.well-known/oauth-authorization-server"
 	pathOIDCMetadata = "/.well-known/openid-configuration"
 	pathAuthorize    = "/oauth/authorize"
-	pathCallback     = "/oauth/authorize/callback"
 	pathToken        = "/oauth/token"
 	pathRevoke       = "/oauth/revoke"
 	pathKeys         = "/oauth/keys"
@@ -186,7 +191,6 @@ func (s *Server) Routes() map[string]http.Handler {
 		pathASMetadata:   http.HandlerFunc(s.metadata),
 		pathOIDCMetadata: http.HandlerFunc(s.metadata),
 		pathAuthorize:    http.HandlerFunc(s.authorize),
-		pathCallback:     s.withIss(s.provider),
 		pathToken:        http.HandlerFunc(s.token),
 		pathRevoke:       s.provider,
 		pathKeys:         s.provider,
@@ -204,4 +208,16 @@ func (s *Server) Verifier() oauth.Verifier { return s.verifier }
 // consentURL is where op sends the person for the authorization request id.
 func (s *Server) consentURL(id string) string {
 	return s.cfg.Issuer + pathConsent + "?id=" + url.QueryEscape(id)
+}
+
+// AnyOriginPaths are the Routes a page of any origin may call (browser-based
+// clients do, with CORS): the metadata, token, revocation, key set and
+// registration endpoints, which carry no cookie. The authorization and
+// consent pages are not among them.
+func (s *Server) AnyOriginPaths() []string {
+	paths := []string{pathASMetadata, pathOIDCMetadata, pathToken, pathRevoke, pathKeys}
+	if s.cfg.Registration {
+		paths = append(paths, pathRegister)
+	}
+	return paths
 }

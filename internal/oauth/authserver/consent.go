@@ -1,7 +1,6 @@
 package authserver
 
 import (
-	"context"
 	"crypto/subtle"
 	"errors"
 	"html/template"
@@ -93,6 +92,11 @@ func (s *Server) consentRequest(w http.ResponseWriter, r *http.Request, id strin
 		s.errorPage(w, http.StatusBadRequest, "invalid_request", "this authorization request is unknown, finished or expired: start again from the application")
 		return nil, nil, false
 	}
+	if !s.sameBrowser(r, a) {
+		s.errorPage(w, http.StatusForbidden, "access_denied",
+			"this authorization request was started in another browser: start again from the application, in this browser")
+		return nil, nil, false
+	}
 	c, err := s.clients.get(r.Context(), a.ClientID)
 	if err != nil {
 		s.errorPage(w, http.StatusBadRequest, "invalid_client", "the client of this request cannot be found")
@@ -161,12 +165,12 @@ func (s *Server) consentPost(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.InfoContext(r.Context(), "oauth: consent given", "client_id", c.id, "key_id", k.ID)
-	http.Redirect(w, r, s.callbackURL(r.Context(), a.ID), http.StatusFound)
-}
-
-// callbackURL is op's callback for the request id, which issues the code.
-func (s *Server) callbackURL(ctx context.Context, id string) string {
-	return op.AuthCallbackURL(s.provider)(op.ContextWithIssuer(ctx, s.cfg.Issuer), id)
+	// The code goes to the client's redirect from this answer, to this
+	// browser only. (op's own callback endpoint would hand it to whoever
+	// asks first with the request's id, which a third party who started
+	// the request knows: it is not mounted.)
+	ctx := op.ContextWithIssuer(r.Context(), s.cfg.Issuer)
+	op.AuthResponse(a, s.provider, &issWriter{ResponseWriter: w, s: s}, r.WithContext(ctx))
 }
 
 // denied is the redirect that tells the client the person said no.

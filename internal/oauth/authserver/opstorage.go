@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -29,6 +30,10 @@ type opStorage struct {
 }
 
 var _ op.Storage = (*opStorage)(nil)
+
+// s256Challenge is what an S256 code challenge looks like: the base64url
+// of a SHA-256, unpadded (RFC 7636 section 4.2).
+var s256Challenge = regexp.MustCompile(`^[A-Za-z0-9_-]{43}$`)
 
 // resourceKey carries the request's RFC 8707 resource values from the
 // authorize handler to CreateAuthRequest: op's request types have no field
@@ -59,6 +64,20 @@ func (s *opStorage) CreateAuthRequest(ctx context.Context, req *oidc.AuthRequest
 	}
 	if req.CodeChallengeMethod != oidc.CodeChallengeMethodS256 {
 		return nil, oidc.ErrInvalidRequest().WithDescription("code_challenge_method must be S256")
+	}
+	if !s256Challenge.MatchString(req.CodeChallenge) {
+		return nil, oidc.ErrInvalidRequest().WithDescription("code_challenge must be an S256 challenge: 43 characters of base64url")
+	}
+	if len(req.State) > maxStateLen || len(req.Nonce) > maxStateLen {
+		return nil, oidc.ErrInvalidRequest().WithDescription("state and nonce may have at most %d characters", maxStateLen)
+	}
+	// Anyone may start a request (any client's id will do), and each is a
+	// row until it expires: their number is bounded.
+	if n, err := s.cfg.State.CountOAuthAuthRequests(ctx); err != nil {
+		return nil, oidc.ErrServerError().WithDescription("cannot count pending requests")
+	} else if n >= maxPendingRequests {
+		s.cfg.Logger.WarnContext(ctx, "oauth: authorization refused: the bound on pending requests is reached", "max", maxPendingRequests)
+		return nil, (&oidc.Error{ErrorType: "temporarily_unavailable"}).WithDescription("this server has as many sign-ins pending as it keeps: try again in a few minutes")
 	}
 	// The iss of RFC 9207 is added to the query; a form_post or fragment
 	// answer would go without it.

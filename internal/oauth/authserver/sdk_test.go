@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
@@ -86,7 +87,8 @@ func TestTypeScriptSDKWithMetadataDocument(t *testing.T) {
 	if !strings.Contains(authURL, "client_id="+url.QueryEscape(docs.URL+"/sdk-client.json")) {
 		t.Fatalf("the SDK did not use its document as client_id: %s", authURL)
 	}
-	browser := &http.Client{Timeout: time.Minute, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar, Timeout: time.Minute, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	page := follow(t, browser, authURL)
 	id, csrf := field(t, page, "id"), field(t, page, "csrf")
 	form := url.Values{"id": {id}, "csrf": {csrf}, "api_key": {secret}, "action": {"allow"}}

@@ -17,6 +17,7 @@ type Storage interface {
 	OAuthClient(ctx context.Context, id string) (store.OAuthClient, error)
 
 	PutOAuthAuthRequest(ctx context.Context, r store.OAuthAuthRequest) error
+	CountOAuthAuthRequests(ctx context.Context) (int, error)
 	OAuthAuthRequest(ctx context.Context, id string) (store.OAuthAuthRequest, error)
 	SetOAuthCode(ctx context.Context, id, codeHash string) error
 	TakeOAuthCode(ctx context.Context, codeHash string) (store.OAuthAuthRequest, error)
