@@ -264,3 +264,29 @@ func TestStreamDisconnectCancelsTheRun(t *testing.T) {
 		t.Errorf("usage rows %+v, want one cancelled", rows)
 	}
 }
+
+// A streamed run the server cuts short as it gives up draining ends with
+// an error event that says so (draining), as the JSON answer's 503 does.
+func TestStreamAbortEndsWithDraining(t *testing.T) {
+	fake, release := holding()
+	defer release()
+	ts := startServer(t, serverOptions{fake: fake})
+	ended := make(chan []sseEvent, 1)
+	go func() {
+		_, evs := ts.streamAll("", holdBody)
+		ended <- evs
+	}()
+	waitFor(t, "the run", func() bool { return fake.InFlight() == 1 })
+	ts.cancel()
+	waitFor(t, "draining", func() bool { return ts.srv.drain.isDraining() })
+	ts.srv.Abort()
+	if err := ts.stop(); err != nil {
+		t.Fatal(err)
+	}
+	evs := checkStream(t, <-ended)
+	var doc ErrorDocument
+	if len(evs) != 2 || evs[0].name != "started" || evs[1].name != "error" ||
+		json.Unmarshal([]byte(evs[1].data), &doc) != nil || doc.Error.Code != execapi.CodeDraining {
+		t.Errorf("events %v", evs)
+	}
+}
