@@ -322,3 +322,26 @@ func TestIdempotentFailedRunIsKept(t *testing.T) {
 		t.Errorf("the code was sent %d times", n)
 	}
 }
+
+// An answer larger than an entry keeps goes to its client whole; a retry
+// learns that the code ran, and it is not run again.
+func TestIdempotentAnswerTooLargeToKeep(t *testing.T) {
+	fake := execapitest.New("bash")
+	big := strings.Repeat("x", store.MaxIdempotentBody)
+	fake.Respond(func(context.Context, execapitest.Call) execapitest.Response {
+		return execapitest.Response{Result: execapitest.Success(big)}
+	})
+	ts := startServer(t, serverOptions{fake: fake})
+	_, key := ts.key("idem", 100, 4)
+	if first := ts.mustPostKey(key, "big", echoBody); first.status != http.StatusOK || len(first.body) <= store.MaxIdempotentBody {
+		t.Fatalf("first: %d, %d bytes", first.status, len(first.body))
+	}
+	again := ts.mustPostKey(key, "big", echoBody)
+	if d := again.errorBody(t); again.status != http.StatusConflict || d.Code != CodeIdempotencyUnknown ||
+		!strings.Contains(d.Message, "ran its code") || again.header.Get(IdempotencyReplayedHeader) != "true" {
+		t.Errorf("retry: %d %s", again.status, again.body)
+	}
+	if n := len(fake.Ran()); n != 1 {
+		t.Errorf("the code ran %d times", n)
+	}
+}
