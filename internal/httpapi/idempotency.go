@@ -190,7 +190,7 @@ func (s *Server) idemStoreFailed(w http.ResponseWriter, r *http.Request, err err
 		return
 	}
 	s.log.Error("idempotency entry", "err", err)
-	writeError(w, http.StatusInternalServerError, execapi.CodeInternal, IdempotencyKeyHeader+": the key store could not be read; nothing ran")
+	writeError(w, http.StatusInternalServerError, execapi.CodeInternal, IdempotencyKeyHeader+": the key store could not be read or written; this request ran nothing")
 }
 
 var (
