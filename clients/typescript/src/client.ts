@@ -14,20 +14,20 @@ export const DEFAULT_URL = "http://127.0.0.1:8722";
 /** How a client is made; every field is optional. */
 export interface ClientOptions {
   /** The server, e.g. "http://127.0.0.1:8722" (default: SCRATCHRUN_API_URL, else DEFAULT_URL). */
-  url?: string;
+  url?: string | undefined;
   /** The API key, sent as a bearer token (default: SCRATCHRUN_API_KEY, else none). */
-  apiKey?: string;
+  apiKey?: string | undefined;
   /** The fetch to use (default: the global one). */
-  fetch?: typeof globalThis.fetch;
+  fetch?: typeof globalThis.fetch | undefined;
   /** How many times one call is retried at most (default 3; 0: never). */
-  maxRetries?: number;
+  maxRetries?: number | undefined;
   /**
    * The longest wait before a retry (default 30000 ms): a refusal whose
    * Retry-After is longer is not retried but thrown, with its retryAfter.
    */
-  maxRetryDelayMs?: number;
+  maxRetryDelayMs?: number | undefined;
   /** Told of each retry before its wait, e.g. to log it. */
-  onRetry?: (retry: RetryInfo) => void;
+  onRetry?: ((retry: RetryInfo) => void) | undefined;
 }
 
 /** One retry the client is about to make. */
@@ -48,9 +48,9 @@ export interface CallOptions {
    * instead of running the code again. Only with one does the client retry
    * after a lost connection, and a lost connection does not kill the run.
    */
-  idempotencyKey?: string;
+  idempotencyKey?: string | undefined;
   /** Aborts the call; without an idempotency key the server then kills the run. */
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
 }
 
 /** One event of a streamed run, in the order the server sent them. */
@@ -121,7 +121,7 @@ export class ScratchRun {
   }
 
   /** What the server offers: its runtimes, limits and isolation. */
-  async runtimes(options: { signal?: AbortSignal } = {}): Promise<ServerInfo> {
+  async runtimes(options: { signal?: AbortSignal | undefined } = {}): Promise<ServerInfo> {
     // A GET runs nothing: safe to repeat after a lost connection.
     const attempts: Attempts = { n: 0, repeatable: true };
     for (;;) {

@@ -11,17 +11,17 @@ export interface RunRequest {
   /** The runtime to run it with, e.g. "python3.13" (GET /v1/runtimes lists them). */
   runtime: string;
   /** Files written into the sandbox before the run: text as given, bytes exactly. */
-  files?: Record<string, string | Uint8Array>;
+  files?: Record<string, string | Uint8Array> | undefined;
   /** Absolute paths to bring back after the run (Result.files). */
-  returnFiles?: string[];
+  returnFiles?: string[] | undefined;
   /** Environment variables of the program. */
-  env?: Record<string, string>;
+  env?: Record<string, string> | undefined;
   /** Wall-clock limit; the server's default when absent. */
-  timeoutMs?: number;
+  timeoutMs?: number | undefined;
   /** Memory limit; the server's default when absent. */
-  memoryMb?: number;
+  memoryMb?: number | undefined;
   /** "none" (loopback only, the default) or "egress" (if the server allows it). */
-  network?: "none" | "egress";
+  network?: "none" | "egress" | undefined;
 }
 
 /** What one run produced. */
