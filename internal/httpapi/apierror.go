@@ -20,6 +20,8 @@ const (
 	CodeNotFound          = "not_found"
 	CodeMethodNotAllowed  = "method_not_allowed"
 	CodeMediaType         = "unsupported_media_type"
+	// CodeNotReady answers /readyz when the server cannot run code now.
+	CodeNotReady = "not_ready"
 )
 
 // APIError is a non-2xx answer of a ScratchRun server, as the client sees
