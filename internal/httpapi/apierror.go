@@ -22,6 +22,14 @@ const (
 	CodeMediaType         = "unsupported_media_type"
 	// CodeNotReady answers /readyz when the server cannot run code now.
 	CodeNotReady = "not_ready"
+	// CodeIdempotencyKeyReused answers (409) a repeat of an
+	// Idempotency-Key with another request body.
+	CodeIdempotencyKeyReused = "idempotency_key_reused"
+	// CodeIdempotencyUnknown answers (409) a repeat of an Idempotency-Key
+	// whose first request will give no answer: its server stopped mid-run,
+	// or its answer was too large to keep. The code may have run; it is
+	// never run again.
+	CodeIdempotencyUnknown = "idempotency_unknown"
 )
 
 // APIError is a non-2xx answer of a ScratchRun server, as the client sees

@@ -84,6 +84,11 @@ type Config struct {
 	Metrics []prometheus.Collector
 	// Logger receives operational logs; never keys or request contents.
 	Logger *slog.Logger
+
+	// idempotencyWait bounds a retry's wait for the first request with its
+	// Idempotency-Key (default: the longest a run can take, from its queue
+	// to its teardown); tests shorten it.
+	idempotencyWait time.Duration
 }
 
 // Server is the HTTP API server. Create it with New and run it with Serve.
@@ -98,6 +103,8 @@ type Server struct {
 	// served lists the routes the handler serves (routes).
 	served []route
 	ready  readiness
+	// idemWait is Config.idempotencyWait with its default.
+	idemWait time.Duration
 
 	mu    sync.Mutex
 	abort chan struct{}
@@ -149,6 +156,10 @@ func New(cfg Config) (*Server, error) {
 	m := newMetrics()
 	s := &Server{cfg: cfg, m: m, drain: newDrainState(), log: cfg.Logger, abort: make(chan struct{})}
 	s.runs, s.cancelRuns = context.WithCancel(context.Background())
+	s.idemWait = cfg.idempotencyWait
+	if s.idemWait <= 0 {
+		s.idemWait = queueWait + cfg.Policy.MaxTimeout + DrainAllowance
+	}
 	s.auth = &authenticator{keys: cfg.Keys}
 	if _, err := s.auth.open(context.Background()); err != nil {
 		return nil, fmt.Errorf("httpapi: %w", err)
@@ -279,7 +290,7 @@ func (s *Server) routes() http.Handler {
 		t.handle(method, route, "", s.m.instrument(route, s.tracked(s.requireKey(h))))
 		t.mux.Handle(route, s.m.instrument(route, s.tracked(s.requireKey(methodNotAllowed(method)))))
 	}
-	api("/v1/exec", http.MethodPost, http.HandlerFunc(s.handleExec))
+	api("/v1/exec", http.MethodPost, s.idempotent(http.HandlerFunc(s.handleExec)))
 	api("/v1/runtimes", http.MethodGet, http.HandlerFunc(s.handleRuntimes)) // and HEAD, as GET patterns are
 	t.handle(http.MethodGet, "/v1/openapi.json", "", s.m.instrument("/v1/openapi.json", http.HandlerFunc(handleOpenAPI)))
 	t.mux.Handle("/v1/openapi.json", s.m.instrument("/v1/openapi.json", methodNotAllowed(http.MethodGet)))
