@@ -45,11 +45,13 @@ fi
 
 # The MCP tests drive scratchrun with real clients from npm (test/mcp-node);
 # the release packs the Claude Desktop extension with mcpb, and its tests
-# run mcpb and mcp-remote (packaging/mcpb).
-printf '\n==> npm ci in test/mcp-node and packaging/mcpb (MCP client tests, the extension bundle)\n' >&2
+# run mcpb and mcp-remote (packaging/mcpb); the OpenAPI document is linted
+# with @redocly/cli (test/openapi).
+printf '\n==> npm ci in test/mcp-node, packaging/mcpb and test/openapi (MCP client tests, the extension bundle, the OpenAPI lint)\n' >&2
 command -v node >/dev/null && command -v npm >/dev/null || { apt-get update -qq && apt-get install -y -qq nodejs npm; }
 (cd test/mcp-node && npm ci --no-audit --no-fund)
 (cd packaging/mcpb && npm ci --no-audit --no-fund)
+(cd test/openapi && npm ci --no-audit --no-fund)
 
 # The web console's browser tests drive Debian's chromium, headless
 # (cmd/scratchrun/console_browser_test.go); their screenshots go to
