@@ -6,7 +6,7 @@ import { ConnectionError, ScratchRunError, RefusedError, errorFromAnswer, errorF
 import { readSSE } from "./sse.js";
 import { fromWireInfo, fromWireResult, wireRequest } from "./types.js";
 import type { Result, RunRequest, ServerInfo } from "./types.js";
-import type { WireError, WireInfo, WireResult } from "./wire.js";
+import type { WireError, WireInfo, WireOutput, WireResult, WireStarted } from "./wire.js";
 
 /** The server a client talks to when neither the options nor SCRATCHRUN_API_URL say. */
 export const DEFAULT_URL = "http://127.0.0.1:8722";
@@ -323,10 +323,10 @@ async function* readSSEOrLost(resp: Response): AsyncGenerator<{ id: string; even
 function toEvent(name: string, data: string, replayed: boolean): StreamEvent | undefined {
   switch (name) {
     case "started":
-      return { type: "started", elapsedMs: (JSON.parse(data) as { elapsed_ms: number }).elapsed_ms };
+      return { type: "started", elapsedMs: (JSON.parse(data) as WireStarted).elapsed_ms };
     case "stdout":
     case "stderr":
-      return { type: name, text: (JSON.parse(data) as { text: string }).text };
+      return { type: name, text: (JSON.parse(data) as WireOutput).text };
     case "result":
       return { type: "result", result: fromWireResult(JSON.parse(data) as WireResult, replayed) };
     case "error": {

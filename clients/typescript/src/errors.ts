@@ -2,7 +2,6 @@
 // callers catch what they can act on (a field to fix, a key to replace, a
 // refusal to wait out, a run that may have happened) without parsing text.
 
-import type { WireError } from "./wire.js";
 
 /** What the server said of a failed call, and how it was said. */
 export interface ErrorDetails {
@@ -102,8 +101,17 @@ export function parseRetryAfter(value: string | null, now: number = Date.now()):
   return Math.max(0, Math.round((at - now) / 1000));
 }
 
+/** An error document's error, as far as the client relies on it (codes beyond the documented ones are kept). */
+export interface ErrorDetail {
+  code: string;
+  message: string;
+  reason?: string | undefined;
+  field?: string | undefined;
+  limit?: number | undefined;
+}
+
 /** The error of an error document (from a non-2xx answer or a stream's error event). */
-export function errorFromDocument(status: number, doc: WireError["error"], retryAfter?: number): ScratchRunError {
+export function errorFromDocument(status: number, doc: ErrorDetail, retryAfter?: number): ScratchRunError {
   const details: ErrorDetails = { code: doc.code, status };
   if (doc.field !== undefined && doc.field !== "") details.field = doc.field;
   if (doc.reason !== undefined && doc.reason !== "") details.reason = doc.reason;
@@ -135,7 +143,7 @@ function codeForStatus(status: number): string {
 /** The error of a non-2xx answer whose body (at most a bounded prefix) is text. */
 export function errorFromAnswer(status: number, body: string, retryAfter: number | undefined): ScratchRunError {
   try {
-    const doc = JSON.parse(body) as Partial<WireError>;
+    const doc = JSON.parse(body) as { error?: ErrorDetail };
     if (doc.error && typeof doc.error.code === "string" && doc.error.code !== "") {
       return errorFromDocument(status, doc.error, retryAfter);
     }

@@ -4,7 +4,7 @@
 export { ScratchRun, DEFAULT_URL } from "./client.js";
 export type { ClientOptions, CallOptions, RetryInfo, StreamEvent } from "./client.js";
 export type { RunRequest, Result, ServerInfo, RuntimeInfo, LimitRange } from "./types.js";
-export type { WireFacts, WireOutputCut } from "./wire.js";
+export type { WireFacts, WireOutputCut, WireAdmission, ErrorCode, RefusalReason, Outcome } from "./wire.js";
 export {
   ScratchRunError,
   BadRequestError,

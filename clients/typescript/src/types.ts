@@ -2,7 +2,7 @@
 // documents (src/wire.ts), and their conversions.
 
 import { decodeBase64, encodeBase64 } from "./base64.js";
-import type { WireFacts, WireInfo, WireRequest, WireResult } from "./wire.js";
+import type { Outcome, WireAdmission, WireFacts, WireInfo, WireRequest, WireResult } from "./wire.js";
 
 /** What to run: the body of POST /v1/exec, in the client's words. */
 export interface RunRequest {
@@ -39,7 +39,7 @@ export interface Result {
   /** Sentences for people and models: what was cut, missing or hit. */
   note: string;
   /** How the run ended: success, nonzero_exit, timeout, memory_limit or machine_memory. */
-  outcome: string;
+  outcome: Outcome;
   /** What the note says, as data, exactly as the API sends it (snake_case). */
   facts: WireFacts;
   /** True when the server answered from the Idempotency-Key's stored answer. */
@@ -79,7 +79,7 @@ export interface ServerInfo {
   unenforcedLimits: string[];
   softwareEmulation: boolean;
   /** The server's admission at the moment it answered, as the API sends it. */
-  admission: Record<string, unknown> | undefined;
+  admission: WireAdmission | undefined;
 }
 
 /** The body of POST /v1/exec for req. */
@@ -105,6 +105,7 @@ export function wireRequest(req: RunRequest): WireRequest {
 /** The client's Result of the API's result document. */
 export function fromWireResult(w: WireResult, replayed: boolean): Result {
   const files: Record<string, Uint8Array> = {};
+  // A server older than the document may send null for an empty map.
   for (const [path, b64] of Object.entries(w.files ?? {})) files[path] = decodeBase64(b64);
   return {
     exitCode: w.exit_code,

@@ -120,40 +120,33 @@ test("a wrong key is an UnauthorizedError", slow, async () => {
 });
 
 test("a 429 is retried after its Retry-After", slow, async () => {
-  const probe = new ScratchRun({ url: server.url, apiKey: server.keys.one, maxRetries: 0 });
-  // The long call holds the key's one slot; it retries, should a probe have
-  // taken the slot first.
-  const holder = new ScratchRun({ url: server.url, apiKey: server.keys.one });
-  const long = holder.run({ runtime: "bash", code: "sleep 3; echo long", timeoutMs: 10_000 });
-  // Until the long call is in flight a probe may run: the refusal of one is
-  // the sign that the slot is taken.
-  let refused;
-  for (let i = 0; i < 200 && refused === undefined; i++) {
-    try {
-      await probe.run({ runtime: "bash", code: "true" });
-    } catch (err) {
-      if (!(err instanceof RefusedError)) throw err;
-      refused = err;
-    }
-  }
-  assert.ok(refused instanceof RefusedError, "no probe was refused while the long call ran");
-  assert.equal(refused.status, 429);
-  assert.equal(refused.code, "concurrency_limited");
-  assert.equal(refused.reason, "key_concurrency");
-  assert.equal(refused.limit, 1);
-  assert.ok(refused.retryAfter !== undefined && refused.retryAfter >= 1, `retryAfter ${refused.retryAfter}`);
+  // The long call holds the key's one slot from its started event on.
+  const holder = new ScratchRun({ url: server.url, apiKey: server.keys.one, maxRetries: 0 });
+  const long = holder.stream({ runtime: "bash", code: "sleep 3; echo long", timeoutMs: 10_000 });
+  const first = await long.next();
+  assert.equal(first.value?.type, "started", JSON.stringify(first.value));
 
   /** @type {import("../dist/index.js").RetryInfo[]} */
   const retries = [];
   const patient = new ScratchRun({ url: server.url, apiKey: server.keys.one, maxRetries: 10, onRetry: (r) => retries.push(r) });
   const res = await patient.run({ runtime: "bash", code: "echo after" });
   assert.equal(res.stdout, "after\n");
-  assert.equal((await long).stdout, "long\n");
-  assert.ok(retries.length >= 1, "the call was never refused: the long call had ended");
+  assert.ok(retries.length >= 1, "the call was never refused");
   for (const r of retries) {
-    assert.ok(r.error instanceof RefusedError, String(r.error));
-    assert.equal(r.delayMs, (r.error.retryAfter ?? 0) * 1000, "the wait is the server's Retry-After");
+    const refused = r.error;
+    assert.ok(refused instanceof RefusedError, String(refused));
+    assert.equal(refused.status, 429);
+    assert.equal(refused.code, "concurrency_limited");
+    assert.equal(refused.reason, "key_concurrency");
+    assert.equal(refused.limit, 1);
+    assert.ok(refused.retryAfter !== undefined && refused.retryAfter >= 1, `retryAfter ${refused.retryAfter}`);
+    assert.equal(r.delayMs, refused.retryAfter * 1000, "the wait is the server's Retry-After");
   }
+
+  let last;
+  for await (const ev of long) last = ev;
+  assert.ok(last?.type === "result", JSON.stringify(last));
+  assert.equal(last.result.stdout, "long\n");
 });
 
 test("a stream yields started, the output in order, then the result", slow, async () => {
@@ -165,7 +158,7 @@ test("a stream yields started, the output in order, then the result", slow, asyn
     if (ev.type === "stdout" && runningAtFirstOutput < 0) {
       // The output came while the run was still in flight (it sleeps 3 s before its end).
       const admission = (await client.runtimes()).admission;
-      runningAtFirstOutput = Number(admission?.["running"] ?? 0);
+      runningAtFirstOutput = admission?.running ?? 0;
     }
     events.push(ev);
   }
@@ -207,7 +200,7 @@ test("an idempotent retry after a dropped connection returns the first run's res
     answer.catch(() => {});
     for (let i = 0; i < 600; i++) {
       const admission = (await admin.runtimes()).admission;
-      if (Number(admission?.["running"] ?? 0) >= 1) break;
+      if ((admission?.running ?? 0) >= 1) break;
       await new Promise((r) => setTimeout(r, 50));
     }
     cut.abort(new TypeError("connection dropped by the test"));
