@@ -244,3 +244,48 @@ test("a lost connection without an idempotency key is not retried", slow, async 
   await assert.rejects(c.run({ runtime: "bash", code: "true" }), (err) => /** @type {any} */ (err).code === "connection");
   assert.equal(calls, 1);
 });
+
+test("a stream cut mid-run resumes with its Idempotency-Key: each event once, the code ran once", slow, async () => {
+  const key = `ts-stream-${Date.now()}-${Math.random()}`;
+  let calls = 0;
+  /** @type {typeof fetch} */
+  const cutAfterOutput = async (input, init) => {
+    calls++;
+    const resp = await fetch(input, init);
+    if (calls > 1 || resp.body === null) return resp;
+    // The first answer's body breaks once the first stdout event has come
+    // through, as a network would break it; its connection is closed.
+    const reader = resp.body.getReader();
+    let seen = "";
+    const body = new ReadableStream({
+      async pull(c) {
+        const { done, value } = await reader.read();
+        if (done) return c.close();
+        c.enqueue(value);
+        seen += new TextDecoder().decode(value);
+        if (/event: stdout\n.*\n\n/.test(seen)) {
+          await reader.cancel();
+          c.error(new TypeError("connection dropped by the test"));
+        }
+      },
+    });
+    return new Response(body, { status: resp.status, headers: resp.headers });
+  };
+  /** @type {import("../dist/index.js").RetryInfo[]} */
+  const retries = [];
+  const c = new ScratchRun({ url: server.url, apiKey: server.keys.stream, fetch: cutAfterOutput, onRetry: (r) => retries.push(r) });
+  const code = "import time, uuid\nprint(uuid.uuid4(), flush=True)\ntime.sleep(2)\nprint('done')";
+  /** @type {import("../dist/index.js").StreamEvent[]} */
+  const events = [];
+  for await (const ev of c.stream({ runtime: "python3.13", code, timeoutMs: 20_000 }, { idempotencyKey: key })) events.push(ev);
+
+  assert.equal(retries.length, 1, JSON.stringify(retries.map((r) => String(r.error))));
+  assert.equal(retries[0]?.error.code, "connection");
+  assert.deepEqual(events.map((e) => e.type).filter((t) => t !== "stdout"), ["started", "result"]);
+  const last = events.at(-1);
+  assert.ok(last?.type === "result");
+  const stdout = events.map((e) => (e.type === "stdout" ? e.text : "")).join("");
+  assert.equal(stdout, last.result.stdout, "an event came twice or was lost");
+  assert.match(stdout, /^[0-9a-f-]{36}\ndone\n$/);
+  assert.equal((await usageRuns(server.db, "stream")).length, 1, "usage shows more than one run");
+});
