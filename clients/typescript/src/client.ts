@@ -307,15 +307,21 @@ async function readJSON<T>(resp: Response): Promise<T> {
 async function* readSSEOrLost(resp: Response): AsyncGenerator<{ id: string; event: string; data: string }> {
   if (resp.body === null) throw new BodyLost("the stream has no body");
   const messages = readSSE(resp.body);
-  for (;;) {
-    let next: IteratorResult<{ id: string; event: string; data: string }>;
-    try {
-      next = await messages.next();
-    } catch (err) {
-      throw new BodyLost(`stream lost: ${describe(err)}`, { cause: err });
+  try {
+    for (;;) {
+      let next: IteratorResult<{ id: string; event: string; data: string }>;
+      try {
+        next = await messages.next();
+      } catch (err) {
+        throw new BodyLost(`stream lost: ${describe(err)}`, { cause: err });
+      }
+      if (next.done) return;
+      yield next.value;
     }
-    if (next.done) return;
-    yield next.value;
+  } finally {
+    // A consumer that stops early must close the connection (readSSE's
+    // own finally cancels the body), or the run would go on unwatched.
+    await messages.return(undefined);
   }
 }
 

@@ -289,3 +289,18 @@ test("a stream cut mid-run resumes with its Idempotency-Key: each event once, th
   assert.match(stdout, /^[0-9a-f-]{36}\ndone\n$/);
   assert.equal((await usageRuns(server.db, "stream")).length, 1, "usage shows more than one run");
 });
+
+test("breaking out of a stream closes the connection, which kills the run", slow, async () => {
+  const watcher = new ScratchRun({ url: server.url, apiKey: server.keys.ts });
+  for await (const ev of client.stream({ runtime: "bash", code: "echo first; sleep 25; echo never", timeoutMs: 30_000 })) {
+    if (ev.type === "stdout") break;
+  }
+  // The server kills the sandbox once it sees the connection close: the
+  // run leaves admission long before its 25 s sleep would end.
+  let running = -1;
+  for (let i = 0; i < 200 && running !== 0; i++) {
+    running = (await watcher.runtimes()).admission?.running ?? -1;
+    if (running !== 0) await new Promise((r) => setTimeout(r, 50));
+  }
+  assert.equal(running, 0, "the run went on after the stream was left");
+});
