@@ -93,6 +93,7 @@ export class ScratchRun {
     this.url = (options.url ?? envVar("SCRATCHRUN_API_URL") ?? DEFAULT_URL).replace(/\/+$/, "");
     this.#apiKey = options.apiKey ?? envVar("SCRATCHRUN_API_KEY");
     const f = options.fetch ?? globalThis.fetch;
+    if (typeof f !== "function") throw new TypeError("scratchrun: no fetch here (Node 20+ and browsers have one): pass options.fetch");
     // Bound so that a browser's fetch is not called with another `this`.
     this.#fetch = options.fetch ?? ((input, init) => f(input, init));
     this.#maxRetries = Math.max(0, options.maxRetries ?? 3);

@@ -8,8 +8,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 
-import { BadRequestError, IdempotencyConflictError, RefusedError, ScratchRun, UnauthorizedError } from "../dist/index.js";
-import { saveFiles } from "../dist/node.js";
+// By the package's own name: its exports map is what a user imports.
+import { BadRequestError, IdempotencyConflictError, RefusedError, ScratchRun, UnauthorizedError } from "scratchrun";
+import { saveFiles } from "scratchrun/node";
 import { startServer, usageRuns } from "./server.mjs";
 
 /** @type {import("./server.mjs").Server} */
@@ -126,7 +127,7 @@ test("a 429 is retried after its Retry-After", slow, async () => {
   const first = await long.next();
   assert.equal(first.value?.type, "started", JSON.stringify(first.value));
 
-  /** @type {import("../dist/index.js").RetryInfo[]} */
+  /** @type {import("scratchrun").RetryInfo[]} */
   const retries = [];
   const patient = new ScratchRun({ url: server.url, apiKey: server.keys.one, maxRetries: 10, onRetry: (r) => retries.push(r) });
   const res = await patient.run({ runtime: "bash", code: "echo after" });
@@ -151,7 +152,7 @@ test("a 429 is retried after its Retry-After", slow, async () => {
 
 test("a stream yields started, the output in order, then the result", slow, async () => {
   const code = "for i in 1 2 3; do echo out$i; echo err$i >&2; done; sleep 3; echo last";
-  /** @type {import("../dist/index.js").StreamEvent[]} */
+  /** @type {import("scratchrun").StreamEvent[]} */
   const events = [];
   let runningAtFirstOutput = -1;
   for await (const ev of client.stream({ runtime: "bash", code, timeoutMs: 20_000 })) {
@@ -207,7 +208,7 @@ test("an idempotent retry after a dropped connection returns the first run's res
     dropped = true;
     return answer;
   };
-  /** @type {import("../dist/index.js").RetryInfo[]} */
+  /** @type {import("scratchrun").RetryInfo[]} */
   const retries = [];
   const flaky = new ScratchRun({ url: server.url, apiKey: server.keys.idem, fetch: dropFirst, onRetry: (r) => retries.push(r) });
   const req = { runtime: "python3.13", code: "import time, uuid\nprint(uuid.uuid4())\ntime.sleep(2)", timeoutMs: 20_000 };
@@ -271,11 +272,11 @@ test("a stream cut mid-run resumes with its Idempotency-Key: each event once, th
     });
     return new Response(body, { status: resp.status, headers: resp.headers });
   };
-  /** @type {import("../dist/index.js").RetryInfo[]} */
+  /** @type {import("scratchrun").RetryInfo[]} */
   const retries = [];
   const c = new ScratchRun({ url: server.url, apiKey: server.keys.stream, fetch: cutAfterOutput, onRetry: (r) => retries.push(r) });
   const code = "import time, uuid\nprint(uuid.uuid4(), flush=True)\ntime.sleep(2)\nprint('done')";
-  /** @type {import("../dist/index.js").StreamEvent[]} */
+  /** @type {import("scratchrun").StreamEvent[]} */
   const events = [];
   for await (const ev of c.stream({ runtime: "python3.13", code, timeoutMs: 20_000 }, { idempotencyKey: key })) events.push(ev);
 
