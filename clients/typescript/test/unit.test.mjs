@@ -7,6 +7,7 @@ import { test } from "node:test";
 import { decodeBase64, encodeBase64 } from "../dist/base64.js";
 import { errorFromAnswer, parseRetryAfter, RefusedError, ScratchRunError, WorkerLostError } from "../dist/errors.js";
 import { readSSE } from "../dist/sse.js";
+import { ScratchRun } from "../dist/index.js";
 
 test("base64 round-trips every length and byte", () => {
   for (let n = 0; n < 70; n++) {
@@ -71,4 +72,47 @@ test("errors by code and status", () => {
   const proxy = errorFromAnswer(429, "<html>slow down</html>", undefined);
   assert.ok(proxy instanceof RefusedError);
   assert.equal(proxy.code, "at_capacity");
+});
+
+/**
+ * A fetch that answers each call with the next of answers and counts them.
+ * @param {Array<() => Response>} answers
+ */
+function scripted(answers) {
+  const calls = { n: 0 };
+  /** @type {typeof fetch} */
+  const f = async () => {
+    const answer = answers[calls.n++];
+    if (answer === undefined) throw new Error("more calls than answers");
+    return answer();
+  };
+  return { f, calls };
+}
+
+const refusal = (/** @type {number} */ status, /** @type {string} */ retryAfter, reason = "at_capacity") => () =>
+  new Response(JSON.stringify({ error: { code: status === 429 ? "at_capacity" : "draining", message: "m", reason } }), {
+    status,
+    headers: { "Content-Type": "application/json", "Retry-After": retryAfter },
+  });
+
+test("a Retry-After beyond maxRetryDelayMs is thrown, not waited for", { timeout: 10_000 }, async () => {
+  const { f, calls } = scripted([refusal(429, "60")]);
+  const c = new ScratchRun({ url: "http://127.0.0.1:9", fetch: f, maxRetryDelayMs: 5000 });
+  await assert.rejects(c.run({ runtime: "bash", code: "true" }), (err) => err instanceof RefusedError && err.retryAfter === 60);
+  assert.equal(calls.n, 1);
+});
+
+test("refusals are retried at most maxRetries times", async () => {
+  const { f, calls } = scripted([refusal(503, "0", "draining"), refusal(503, "0", "draining"), refusal(503, "0", "draining")]);
+  const c = new ScratchRun({ url: "http://127.0.0.1:9", fetch: f, maxRetries: 2 });
+  await assert.rejects(c.run({ runtime: "bash", code: "true" }), (err) => err instanceof RefusedError && err.status === 503);
+  assert.equal(calls.n, 3);
+});
+
+test("a 503 without a reason (a run cut short) is not retried", async () => {
+  const cut = () => new Response(JSON.stringify({ error: { code: "draining", message: "the server shut down" } }), { status: 503 });
+  const { f, calls } = scripted([cut]);
+  const c = new ScratchRun({ url: "http://127.0.0.1:9", fetch: f });
+  await assert.rejects(c.run({ runtime: "bash", code: "true" }), (err) => err instanceof ScratchRunError && !(err instanceof RefusedError));
+  assert.equal(calls.n, 1);
 });
