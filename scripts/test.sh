@@ -45,11 +45,16 @@ fi
 
 # The MCP tests drive scratchrun with real clients from npm (test/mcp-node);
 # the release packs the Claude Desktop extension with mcpb, and its tests
-# run mcpb and mcp-remote (packaging/mcpb).
-printf '\n==> npm ci in test/mcp-node and packaging/mcpb (MCP client tests, the extension bundle)\n' >&2
+# run mcpb and mcp-remote (packaging/mcpb); the OpenAPI document is linted
+# with @redocly/cli (test/openapi).
+printf '\n==> npm ci in test/mcp-node, packaging/mcpb and test/openapi (MCP client tests, the extension bundle, the OpenAPI lint)\n' >&2
 command -v node >/dev/null && command -v npm >/dev/null || { apt-get update -qq && apt-get install -y -qq nodejs npm; }
 (cd test/mcp-node && npm ci --no-audit --no-fund)
 (cd packaging/mcpb && npm ci --no-audit --no-fund)
+(cd test/openapi && npm ci --no-audit --no-fund)
+# The TypeScript client (clients/typescript): typescript, openapi-typescript
+# and @types/node, pinned by its lock file; its tests run after the Go tiers.
+(cd clients/typescript && npm ci --no-audit --no-fund)
 
 # The web console's browser tests drive Debian's chromium, headless
 # (cmd/scratchrun/console_browser_test.go); their screenshots go to
@@ -108,3 +113,9 @@ scripts/container-image.sh test "$SCRATCHRUN_CONTAINER_IMAGE" >/dev/null
 # a time, so that tests with timeouts are not starved on a 2-core machine.
 printf '\n==> full tier: go test as root (with the hostile-input suite)\n' >&2
 go test -p 1 -count=1 -tags hostile -timeout 45m ./...
+
+# The TypeScript client against a real `scratchrun serve` (the binary
+# install.sh built from this tree): tsc builds it, type-checks it for
+# browsers and its tests, then node's test runner prints its summary.
+printf '\n==> TypeScript client: npm test in clients/typescript (tsc, node --test)\n' >&2
+(cd clients/typescript && SCRATCHRUN_BIN=/usr/local/bin/scratchrun npm test)

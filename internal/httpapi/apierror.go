@@ -20,6 +20,8 @@ const (
 	CodeNotFound          = "not_found"
 	CodeMethodNotAllowed  = "method_not_allowed"
 	CodeMediaType         = "unsupported_media_type"
+	// CodeNotReady answers /readyz when the server cannot run code now.
+	CodeNotReady = "not_ready"
 	// CodeIdempotencyKeyReused answers (409) a repeat of an
 	// Idempotency-Key with another request body.
 	CodeIdempotencyKeyReused = "idempotency_key_reused"

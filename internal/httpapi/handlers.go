@@ -114,7 +114,7 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.Ready(r.Context()); err != nil {
-		writeError(w, http.StatusServiceUnavailable, "not_ready", err.Error())
+		writeError(w, http.StatusServiceUnavailable, CodeNotReady, err.Error())
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})

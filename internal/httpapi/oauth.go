@@ -87,8 +87,8 @@ func metadataPath(resourcePath string) string {
 	return "/.well-known/oauth-protected-resource" + strings.TrimSuffix(resourcePath, "/")
 }
 
-// mountOAuth adds the metadata documents and Routes to mux.
-func (s *Server) mountOAuth(mux *http.ServeMux) {
+// mountOAuth adds the metadata documents and Routes to the server's routes.
+func (s *Server) mountOAuth(t *routeTable) {
 	o := s.cfg.OAuth
 	u, _ := url.Parse(o.Resource)
 	doc := auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
@@ -102,10 +102,14 @@ func (s *Server) mountOAuth(mux *http.ServeMux) {
 	// path-suffixed document look there last.
 	paths := []string{metadataPath(u.Path), "/.well-known/oauth-protected-resource"}
 	for _, p := range slices.Compact(paths) {
-		mux.Handle(p, s.m.instrument("/.well-known/oauth-protected-resource", doc))
+		t.handle("", p, oauthRoutes, s.m.instrument("/.well-known/oauth-protected-resource", doc))
 	}
 	for pattern, h := range o.Routes {
-		mux.Handle(pattern, s.m.instrument("oauth", h))
+		method, path, ok := strings.Cut(pattern, " ")
+		if !ok {
+			method, path = "", pattern
+		}
+		t.handle(method, path, oauthRoutes, s.m.instrument("oauth", h))
 	}
 }
 

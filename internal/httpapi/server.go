@@ -100,7 +100,9 @@ type Server struct {
 	drain   *drainState
 	log     *slog.Logger
 	handler http.Handler
-	ready   readiness
+	// served lists the routes the handler serves (routes).
+	served []route
+	ready  readiness
 	// idemWait is Config.idempotencyWait with its default.
 	idemWait time.Duration
 
@@ -279,38 +281,44 @@ func (s *Server) Abort() {
 
 // routes builds the mux. Every route is instrumented; API routes and
 // /metrics need a key (once keys exist), API routes count as in flight for
-// draining. /healthz and /readyz stay open: they say only whether the
-// process and its sandboxes work.
+// draining. /healthz, /readyz and /v1/openapi.json stay open: the first two
+// say only whether the process and its sandboxes work, the last is the
+// public description of the API. Every route is registered through one
+// table (s.served), which the OpenAPI document is checked against.
 func (s *Server) routes() http.Handler {
-	mux := http.NewServeMux()
+	t := &routeTable{mux: http.NewServeMux()}
 	// Each API route answers its own method; its other methods get a 405
 	// in the API's error document, behind the same key check (a request
 	// without a key learns nothing about the route).
 	api := func(route, method string, h http.Handler) {
-		mux.Handle(method+" "+route, s.m.instrument(route, s.tracked(s.requireKey(h))))
-		mux.Handle(route, s.m.instrument(route, s.tracked(s.requireKey(methodNotAllowed(method)))))
+		t.handle(method, route, "", s.m.instrument(route, s.tracked(s.requireKey(h))))
+		t.mux.Handle(route, s.m.instrument(route, s.tracked(s.requireKey(methodNotAllowed(method)))))
 	}
 	api("/v1/exec", http.MethodPost, s.idempotent(http.HandlerFunc(s.handleExec)))
 	api("/v1/runtimes", http.MethodGet, http.HandlerFunc(s.handleRuntimes)) // and HEAD, as GET patterns are
-	mux.Handle("/healthz", s.m.instrument("/healthz", http.HandlerFunc(s.handleHealth)))
-	mux.Handle("/readyz", s.m.instrument("/readyz", http.HandlerFunc(s.handleReady)))
-	mux.Handle("/metrics", s.m.instrument("/metrics", s.requireKey(s.m.handler())))
+	t.handle(http.MethodGet, "/v1/openapi.json", "", s.m.instrument("/v1/openapi.json", http.HandlerFunc(handleOpenAPI)))
+	t.mux.Handle("/v1/openapi.json", s.m.instrument("/v1/openapi.json", methodNotAllowed(http.MethodGet)))
+	// /healthz and /readyz answer every method alike; the document names GET.
+	t.handle("", "/healthz", "", s.m.instrument("/healthz", http.HandlerFunc(s.handleHealth)))
+	t.handle("", "/readyz", "", s.m.instrument("/readyz", http.HandlerFunc(s.handleReady)))
+	t.handle("", "/metrics", "Prometheus metrics, docs/server.md", s.m.instrument("/metrics", s.requireKey(s.m.handler())))
 	if s.cfg.MCP != nil {
-		mux.Handle("/mcp", s.m.instrument("/mcp", s.mcpRoute(s.cfg.MCP(s.gate))))
+		t.handle("", "/mcp", "the MCP tool (Streamable HTTP), docs/mcp-clients.md", s.m.instrument("/mcp", s.mcpRoute(s.cfg.MCP(s.gate))))
 	}
 	if s.cfg.OAuth != nil {
-		s.mountOAuth(mux)
+		s.mountOAuth(t)
 	}
 	console := consoleOff()
 	if s.cfg.Console != nil {
 		console = s.cfg.Console(operatorGate{s.gate}, s.Live)
 	}
-	mux.Handle("/console", s.m.instrument("/console", console))
-	mux.Handle("/console/", s.m.instrument("/console", console))
-	mux.Handle("/", s.m.instrument("other", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, CodeNotFound, fmt.Sprintf("no such endpoint %s; see POST /v1/exec and GET /v1/runtimes", r.URL.Path))
+	t.handle("", "/console", "the web console, docs/console.md", s.m.instrument("/console", console))
+	t.handle("", "/console/", "the web console, docs/console.md", s.m.instrument("/console", console))
+	t.handle("", "/", "the 404 of every other path", s.m.instrument("other", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, CodeNotFound, fmt.Sprintf("no such endpoint %s; see POST /v1/exec, GET /v1/runtimes and the API's description at GET /v1/openapi.json", r.URL.Path))
 	})))
-	return mux
+	s.served = t.routes
+	return t.mux
 }
 
 // tracked turns requests away with 503 once draining has begun and counts the
