@@ -114,7 +114,6 @@ _BY_STATUS: dict[int, type[ScratchRunError]] = {
     403: Forbidden,
     409: IdempotencyConflict,
     429: Refused,
-    502: WorkerLost,
     503: Refused,
 }
 
