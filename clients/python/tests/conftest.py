@@ -3,8 +3,8 @@
 The binary is $SCRATCHRUN_BIN, else built from this checkout with
 `go build ./cmd/scratchrun`. The server gets a throwaway --db with keys
 from `scratchrun keys create`, and is stopped by SIGTERM at the end: its
-drain ends any sandbox still running, and the test fails if it does not
-exit cleanly. The tests need root (sandboxes) and the installed images,
+drain ends any sandbox still running, and the session fails if it does
+not exit cleanly or leaves a process it started. The tests need root (sandboxes) and the installed images,
 as the Go tests that start the binary do.
 """
 
@@ -73,6 +73,40 @@ def _create_key(binary: str, db: Path, name: str, *extra: str) -> str:
     return key
 
 
+def _stat(pid: int) -> tuple[int, str, str] | None:
+    """(ppid, state, start time) of a process, None when it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2 :].split()
+    return int(fields[1]), fields[0], fields[19]
+
+
+def _descendants(root: int) -> dict[int, str]:
+    """The live descendants of root, by pid, with their start times (so
+    that a pid used again is not taken for the same process)."""
+    parent: dict[int, int] = {}
+    start: dict[int, str] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (st := _stat(int(entry))) is not None and st[1] != "Z":
+            parent[int(entry)], start[int(entry)] = st[0], st[2]
+    out: dict[int, str] = {}
+    frontier = [root]
+    while frontier:
+        p = frontier.pop()
+        for child, pp in parent.items():
+            if pp == p and child not in out:
+                out[child] = start[child]
+                frontier.append(child)
+    return out
+
+
+def _left(procs: dict[int, str]) -> list[int]:
+    """Those of procs still alive (a zombie is not: it holds nothing)."""
+    return [pid for pid, t in procs.items() if (st := _stat(pid)) is not None and st[2] == t and st[1] != "Z"]
+
+
 @pytest.fixture(scope="session")
 def server() -> Iterator[Server]:
     if os.geteuid() != 0:
@@ -115,6 +149,8 @@ def server() -> Iterator[Server]:
                 pytest.fail("scratchrun serve did not say where it listens:\n" + "".join(logs))
             yield Server(url=url, binary=binary, db=db, keys=keys, logs=logs)
         finally:
+            # Whatever the server started (helpers, sandboxes) must end with it.
+            children = _descendants(proc.pid)
             proc.send_signal(signal.SIGTERM)
             try:
                 code = proc.wait(timeout=90)
@@ -124,3 +160,4 @@ def server() -> Iterator[Server]:
                 pytest.fail("scratchrun serve did not exit after SIGTERM:\n" + "".join(logs))
             reader.join(timeout=10)
             assert code == 0, f"scratchrun serve exited {code}:\n" + "".join(logs)
+            assert not _left(children), f"processes of scratchrun serve left after it exited: {_left(children)}"

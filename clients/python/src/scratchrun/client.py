@@ -324,8 +324,6 @@ def _read_result(resp: http.client.HTTPResponse) -> Result:
     """The Result of a 200 answer. A replay of a streamed request with the
     same idempotency key is the stored event stream: its result (or error)
     event is the answer."""
-    if not _is_sse(resp):
-        return Result.from_document(json.loads(resp.read()))
     for ev in _read_events(resp):
         if ev.result is not None:
             return ev.result
@@ -337,8 +335,9 @@ def _read_result(resp: http.client.HTTPResponse) -> Result:
 def _read_events(resp: http.client.HTTPResponse) -> Iterator[Event]:
     """The events of a 200 answer. A JSON answer (a replay of a request
     made without streaming) is one result event."""
+    replayed = resp.headers.get("Idempotency-Replayed", "").lower() == "true"
     if not _is_sse(resp):
-        yield _result_event(0, json.loads(resp.read()))
+        yield _result_event(0, json.loads(resp.read()), replayed)
         return
     for msg in read_messages(resp):
         try:
@@ -353,14 +352,16 @@ def _read_events(resp: http.client.HTTPResponse) -> Iterator[Event]:
         elif msg.event in ("stdout", "stderr"):
             yield Event("stdout" if msg.event == "stdout" else "stderr", ident, text=str(data.get("text", "")), data=data)
         elif msg.event == "result":
-            yield _result_event(ident, data)
+            yield _result_event(ident, data, replayed)
         elif msg.event == "error":
             yield Event("error", ident, error=_stream_error(data), data=data)
         # Other event types are a newer server's; skipped.
 
 
-def _result_event(ident: int, doc: dict[str, Any]) -> Event:
-    return Event("result", ident, result=Result.from_document(doc), data=doc)
+def _result_event(ident: int, doc: dict[str, Any], replayed: bool) -> Event:
+    res = Result.from_document(doc)
+    res.replayed = replayed
+    return Event("result", ident, result=res, data=doc)
 
 
 def _stream_error(data: Mapping[str, Any]) -> ScratchRunError:

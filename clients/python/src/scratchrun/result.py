@@ -30,6 +30,9 @@ class Result:
     files: dict[str, bytes]
     execution_ms: int = 0
     state_purged: bool = False
+    #: True when the server answered from its idempotency store (header
+    #: Idempotency-Replayed): the result of an earlier request with the same key.
+    replayed: bool = False
     document: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
