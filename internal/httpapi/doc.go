@@ -9,7 +9,12 @@
 // draining. A call that asks for text/event-stream gets its run as
 // server-sent events (stream.go): nothing until the run is admitted, so
 // that refusals keep their answers, then its output as it is written and
-// the result, through a bounded queue that never blocks the run. A call's errors are answered in one place (AnswerError: status,
+// the result, through a bounded queue that never blocks the run. A call
+// with an Idempotency-Key (idempotency.go) runs at most once per caller and
+// key: its entry is claimed in the key store before the run, the run is
+// detached from its client, and its answer is kept for 24 h and replayed
+// to every repeat, on whichever front end shares the store. A call's
+// errors are answered in one place (AnswerError: status,
 // error document, Retry-After), which the web console's playground uses
 // too. The MCP front end is mounted at /mcp behind the same keys and
 // limits. Every

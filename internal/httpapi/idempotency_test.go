@@ -226,9 +226,28 @@ func TestIdempotentDisconnectRunGoesOn(t *testing.T) {
 		t.Fatalf("the run was cancelled with its client: %v", err)
 	}
 
+	// A retry that gives up waiting kills nothing either.
+	waiting := func(n int) func() bool {
+		return func() bool { return strings.Count(logs.String(), "waiting for the first request") == n }
+	}
+	wctx, giveUp := context.WithCancel(context.Background())
+	gaveUp := make(chan error, 1)
+	go func() {
+		_, err := ts.postKey(wctx, key, "drop-1", echoBody)
+		gaveUp <- err
+	}()
+	waitFor(t, "the first retry to wait", waiting(1))
+	giveUp()
+	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the retry that gave up: %v", err)
+	}
+
 	retry := make(chan answer, 1)
 	go func() { retry <- ts.mustPostKey(key, "drop-1", echoBody) }()
-	waitFor(t, "the retry to wait", func() bool { return strings.Contains(logs.String(), "waiting for the first request") })
+	waitFor(t, "the retry to wait", waiting(2))
+	if err := h.runCtx(0).Err(); err != nil {
+		t.Fatalf("the run was cancelled with a retry that gave up: %v", err)
+	}
 	close(h.release)
 	a := <-retry
 	if a.status != http.StatusOK || !strings.Contains(string(a.body), `"stdout":"held\n"`) || a.header.Get(IdempotencyReplayedHeader) != "true" {
