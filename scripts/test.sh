@@ -109,6 +109,24 @@ printf '\n==> container image: scripts/container-image.sh test\n' >&2
 export SCRATCHRUN_CONTAINER_IMAGE="$image_dir/scratchrun-test.oci.tar"
 scripts/container-image.sh test "$SCRATCHRUN_CONTAINER_IMAGE" >/dev/null
 
+# The Python client (clients/python) against a real scratchrun serve, with
+# Debian's pytest, and its types with Debian's mypy --strict. Debian's
+# python3 (/usr/bin/python3) by name: those packages are its, and a python3
+# earlier on PATH (pyenv, a venv) has neither. The server is the binary
+# install.sh built from this checkout.
+python_packages=(python3-pytest python3-mypy python3-venv)
+missing=()
+for p in "${python_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  printf '\n==> installing %s (the Python client tests)\n' "${missing[*]}" >&2
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+printf '\n==> Python client: mypy --strict and pytest (clients/python)\n' >&2
+/usr/bin/python3 -m mypy --strict --cache-dir=/dev/null clients/python/src/scratchrun clients/python/_build/backend.py
+PYTHONDONTWRITEBYTECODE=1 SCRATCHRUN_BIN=/usr/local/bin/scratchrun /usr/bin/python3 -m pytest -p no:cacheprovider -ra clients/python/tests
+
 # -tags hostile adds the hostile-input suite. -p 1: one package's sandboxes at
 # a time, so that tests with timeouts are not starved on a 2-core machine.
 printf '\n==> full tier: go test as root (with the hostile-input suite)\n' >&2

@@ -1,0 +1,121 @@
+"""Logic of the client that needs no server, and its installation."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import scratchrun
+from scratchrun.client import request_body
+from scratchrun.errors import from_document
+from scratchrun.sse import Message, read_messages
+
+from conftest import CLIENT_ROOT
+
+
+def test_sse_reader() -> None:
+    raw = (
+        b": keep-alive\n\n"
+        b"id: 1\nevent: started\ndata: {\"elapsed_ms\": 5}\n\n"
+        b"id: 2\r\nevent: stdout\r\ndata:{\"text\": \"a\"}\r\n\r\n"
+        b"event: multi\ndata: x\ndata: y\n\n"
+        b"id: 9\nevent: cut\ndata: never dispatched"
+    )
+    assert list(read_messages(io.BytesIO(raw))) == [
+        Message("1", "started", '{"elapsed_ms": 5}'),
+        Message("2", "stdout", '{"text": "a"}'),
+        Message("2", "multi", "x\ny"),
+    ]
+
+
+def test_request_body() -> None:
+    body = json.loads(
+        request_body("c", "bash", {"/a": "t", "/b": b"\x00\xff"}, ["/r"], {"E": "1"}, 2000, None, "none")
+    )
+    assert body == {
+        "runtime": "bash",
+        "code": "c",
+        "limits": {"timeout_ms": 2000},
+        "env": {"E": "1"},
+        "files": {"/a": "t"},
+        "files_base64": {"/b": "AP8="},
+        "return_files": ["/r"],
+        "network": "none",
+    }
+    # Limits left out take the server's defaults: no "limits" at all.
+    assert "limits" not in json.loads(request_body("c", "bash", None, None, None, None, None, None))
+
+
+@pytest.mark.parametrize(
+    "status,doc,cls",
+    [
+        (400, {"code": "invalid_request", "message": "limits.timeout_ms: x", "field": "limits.timeout_ms"}, scratchrun.BadRequest),
+        (401, {"code": "unauthorized", "message": "no"}, scratchrun.Unauthorized),
+        (429, {"code": "rate_limited", "message": "m", "reason": "key_rate", "limit": 2}, scratchrun.Refused),
+        (503, {"code": "draining", "message": "m", "reason": "draining"}, scratchrun.Refused),
+        (502, {"code": "worker_lost", "message": "m"}, scratchrun.WorkerLost),
+        (409, {"code": "idempotency_key_reused", "message": "m"}, scratchrun.IdempotencyConflict),
+        (409, {"code": "idempotency_unknown", "message": "m"}, scratchrun.IdempotencyConflict),
+        (500, {"code": "internal", "message": "m"}, scratchrun.ServerError),
+    ],
+)
+def test_errors_by_code(status: int, doc: dict[str, object], cls: type[scratchrun.ScratchRunError]) -> None:
+    err = from_document(status, json.dumps({"error": doc}).encode(), 7.0)
+    assert type(err) is cls
+    assert (err.status, err.code, err.retry_after) == (status, doc["code"], 7.0)
+    assert err.field == doc.get("field", "") and err.reason == doc.get("reason", "")
+    assert err.limit == doc.get("limit", 0)
+
+
+def test_error_of_a_page_that_is_no_document() -> None:
+    err = from_document(502, b"<html>Bad Gateway</html>")
+    assert type(err) is scratchrun.ServerError  # a proxy's 502 is no lost worker
+    assert "Bad Gateway" in err.message
+
+
+def test_pip_installs_offline_in_a_fresh_venv(tmp_path: Path) -> None:
+    """`pip install ./clients/python` with no index: the in-tree backend
+    needs nothing downloaded."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    pip = subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "--no-index", "--no-cache-dir", str(CLIENT_ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert pip.returncode == 0, pip.stdout + pip.stderr
+    out = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import scratchrun, os; print(scratchrun.__version__, os.path.dirname(scratchrun.__file__))"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+        timeout=60,
+    ).stdout.split()
+    assert out[0] == scratchrun.__version__
+    installed = Path(out[1])
+    assert installed.is_relative_to(venv) and (installed / "py.typed").exists()
+
+
+def test_wheel_and_sdist(tmp_path: Path) -> None:
+    sys.path.insert(0, str(CLIENT_ROOT / "_build"))
+    try:
+        import backend  # type: ignore
+    finally:
+        sys.path.pop(0)
+    wheel = tmp_path / backend.build_wheel(str(tmp_path))
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        meta = zf.read(f"scratchrun-{scratchrun.__version__}.dist-info/METADATA").decode()
+    assert "scratchrun/client.py" in names and "scratchrun/py.typed" in names
+    assert not [n for n in names if "__pycache__" in n]
+    assert f"Version: {scratchrun.__version__}\n" in meta
+    sdist = backend.build_sdist(str(tmp_path))
+    assert sdist == f"scratchrun-{scratchrun.__version__}.tar.gz"
