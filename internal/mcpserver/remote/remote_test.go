@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/scratchrun/scratchrun/client"
 	"github.com/scratchrun/scratchrun/internal/engine"
 	"github.com/scratchrun/scratchrun/internal/execapi"
 	"github.com/scratchrun/scratchrun/internal/httpapi"
@@ -87,7 +88,7 @@ func sessionWith(t *testing.T, url, key string, opts mcpserver.Options, copts *m
 	t.Helper()
 	ctx := context.Background()
 	opts.Redact = []string{key}
-	server, err := mcpserver.New(ctx, New(url, key, httpapi.ClientBounds{}), opts)
+	server, err := mcpserver.New(ctx, New(url, key), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +248,7 @@ func TestRemoteServerDown(t *testing.T) {
 // the server's refusals pass through unchanged (the tool words them, as it
 // does the local engine's: "Retry after 2 seconds").
 func TestExplainKeepsTheCause(t *testing.T) {
-	s := New("http://127.0.0.1:1", "k", httpapi.ClientBounds{})
+	s := New("http://127.0.0.1:1", "k")
 	refusal := &execapi.Refusal{Reason: execapi.RefusedKeyRate, RetryAfter: 1500 * time.Millisecond, Limit: 1}
 	err := s.explain(context.Background(), refusal)
 	var got *execapi.Refusal
@@ -256,7 +257,7 @@ func TestExplainKeepsTheCause(t *testing.T) {
 		!errors.Is(err, execapi.ErrAtCapacity) || errors.As(err, &te) {
 		t.Errorf("429: %v", err)
 	}
-	err = s.explain(context.Background(), &httpapi.APIError{Status: 400, Code: "invalid_request", Message: "limits.memory_mb: is 1"})
+	err = s.explain(context.Background(), &client.APIError{Status: 400, Code: "invalid_request", Message: "limits.memory_mb: is 1"})
 	var ve *execapi.ValidationError
 	if !errors.As(err, &ve) || ve.Field != "limits.memory_mb" || errors.As(err, &te) {
 		t.Errorf("400: %v", err)
@@ -306,7 +307,7 @@ func silentServer(t *testing.T) string {
 // margin.
 func TestRemoteSilentServerFailsWithinItsBound(t *testing.T) {
 	url := silentServer(t)
-	s := New(url, "sr_live_some-key-0123456789", httpapi.ClientBounds{Margin: 200 * time.Millisecond})
+	s := New(url, "sr_live_some-key-0123456789", client.WithMargin(200*time.Millisecond))
 	type outcome struct {
 		what string
 		err  error
