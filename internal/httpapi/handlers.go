@@ -5,12 +5,16 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"time"
 
 	"github.com/scratchrun/scratchrun/internal/execapi"
 )
 
-// handleExec is POST /v1/exec: the contract's request in, its result out.
+// handleExec is POST /v1/exec: the contract's request in, its result out,
+// as JSON or, when the client asks for it, as server-sent events
+// (streamExec).
 func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
+	received := time.Now()
 	if !isJSON(r.Header.Get("Content-Type")) {
 		// A browser's form or text/plain POST needs no preflight; the API
 		// takes only what no page can send across origins unasked.
@@ -21,6 +25,10 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 	}
 	req, ok := s.decodeExec(w, r)
 	if !ok {
+		return
+	}
+	if wantsEventStream(r.Header.Values("Accept")) {
+		s.streamExec(w, r, req, received)
 		return
 	}
 	res, err := s.gate.Exec(r.Context(), req, nil)
