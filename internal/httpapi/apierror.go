@@ -10,4 +10,12 @@ const (
 	CodeNotFound          = "not_found"
 	CodeMethodNotAllowed  = "method_not_allowed"
 	CodeMediaType         = "unsupported_media_type"
+	// CodeIdempotencyKeyReused answers (409) a repeat of an
+	// Idempotency-Key with another request body.
+	CodeIdempotencyKeyReused = "idempotency_key_reused"
+	// CodeIdempotencyUnknown answers (409) a repeat of an Idempotency-Key
+	// whose first request will give no answer: its server stopped mid-run,
+	// or its answer was too large to keep. The code may have run; it is
+	// never run again.
+	CodeIdempotencyUnknown = "idempotency_unknown"
 )

@@ -134,6 +134,7 @@ func (g *gate) exec(ctx context.Context, req execapi.Request, events execapi.Eve
 	received := time.Now()
 	var admittedNanos atomic.Int64
 	observe := func(ev execapi.Event) {
+		markReached(ctx) // every event comes from past admission
 		if ev.Kind == execapi.EventAdmitted {
 			admittedNanos.CompareAndSwap(0, time.Now().UnixNano())
 		}

@@ -21,6 +21,8 @@ type KeyStore interface {
 	RecordUsage(ctx context.Context, u store.Usage) error
 	RecordRefusal(ctx context.Context, keyID, reason string, at time.Time) error
 	store.Leases
+	// The entries of idempotent retries (idempotency.go).
+	idempotencyStore
 }
 
 var _ KeyStore = (*store.Store)(nil)

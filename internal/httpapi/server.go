@@ -84,6 +84,11 @@ type Config struct {
 	Metrics []prometheus.Collector
 	// Logger receives operational logs; never keys or request contents.
 	Logger *slog.Logger
+
+	// idempotencyWait bounds a retry's wait for the first request with its
+	// Idempotency-Key (default: the longest a run can take, from its queue
+	// to its teardown); tests shorten it.
+	idempotencyWait time.Duration
 }
 
 // Server is the HTTP API server. Create it with New and run it with Serve.
@@ -96,6 +101,8 @@ type Server struct {
 	log     *slog.Logger
 	handler http.Handler
 	ready   readiness
+	// idemWait is Config.idempotencyWait with its default.
+	idemWait time.Duration
 
 	mu    sync.Mutex
 	abort chan struct{}
@@ -147,6 +154,10 @@ func New(cfg Config) (*Server, error) {
 	m := newMetrics()
 	s := &Server{cfg: cfg, m: m, drain: newDrainState(), log: cfg.Logger, abort: make(chan struct{})}
 	s.runs, s.cancelRuns = context.WithCancel(context.Background())
+	s.idemWait = cfg.idempotencyWait
+	if s.idemWait <= 0 {
+		s.idemWait = queueWait + cfg.Policy.MaxTimeout + DrainAllowance
+	}
 	s.auth = &authenticator{keys: cfg.Keys}
 	if _, err := s.auth.open(context.Background()); err != nil {
 		return nil, fmt.Errorf("httpapi: %w", err)
@@ -275,7 +286,7 @@ func (s *Server) routes() http.Handler {
 		mux.Handle(method+" "+route, s.m.instrument(route, s.tracked(s.requireKey(h))))
 		mux.Handle(route, s.m.instrument(route, s.tracked(s.requireKey(methodNotAllowed(method)))))
 	}
-	api("/v1/exec", http.MethodPost, http.HandlerFunc(s.handleExec))
+	api("/v1/exec", http.MethodPost, s.idempotent(http.HandlerFunc(s.handleExec)))
 	api("/v1/runtimes", http.MethodGet, http.HandlerFunc(s.handleRuntimes)) // and HEAD, as GET patterns are
 	mux.Handle("/healthz", s.m.instrument("/healthz", http.HandlerFunc(s.handleHealth)))
 	mux.Handle("/readyz", s.m.instrument("/readyz", http.HandlerFunc(s.handleReady)))

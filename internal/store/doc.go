@@ -1,7 +1,9 @@
 // Package store keeps ScratchRun's API keys, the state of their limits,
 // the usage records and what the built-in OAuth authorization server must
 // share between front ends (sql_oauth.go: clients, authorization requests,
-// refresh tokens by hash, the signing key; opaque text to the store) in
+// refresh tokens by hash, the signing key; opaque text to the store) and
+// the entries of idempotent retries (sql_idempotency.go: claimed by one
+// request of a key, then its answer as bytes) in
 // one of two databases, behind one concrete type
 // (Store): an embedded SQLite file (pure Go, modernc.org/sqlite; the
 // single-machine default), in WAL mode so that servers and the `scratchrun

@@ -97,6 +97,22 @@ var schema = []string{
 		private_pem TEXT NOT NULL,
 		created_ms  {bigint} NOT NULL
 	);`,
+	// 5: idempotent retries (sql_idempotency.go): one entry per caller and
+	// Idempotency-Key, "running" from before its run is admitted, then
+	// "done" with the answer, kept for a window from the first request.
+	`CREATE TABLE idempotency (
+		caller       TEXT NOT NULL,
+		idem_key     TEXT NOT NULL,
+		body_hash    TEXT NOT NULL,
+		state        TEXT NOT NULL,
+		status       INTEGER NOT NULL DEFAULT 0,
+		content_type TEXT NOT NULL DEFAULT '',
+		body         {blob},
+		created_ms   {bigint} NOT NULL,
+		expires_ms   {bigint} NOT NULL,
+		PRIMARY KEY (caller, idem_key)
+	);
+	CREATE INDEX idempotency_expires ON idempotency(expires_ms);`,
 }
 
 // columnTypes is how a database spells the column types the two name
@@ -109,16 +125,18 @@ type columnTypes struct {
 	serial string
 	// double is a double-precision float.
 	double string
+	// blob is a string of bytes.
+	blob string
 }
 
 var (
-	sqliteMigrations   = columnTypes{bigint: "INTEGER", serial: "INTEGER", double: "REAL"}.migrations()
-	postgresMigrations = columnTypes{bigint: "BIGINT", serial: "BIGSERIAL", double: "DOUBLE PRECISION"}.migrations()
+	sqliteMigrations   = columnTypes{bigint: "INTEGER", serial: "INTEGER", double: "REAL", blob: "BLOB"}.migrations()
+	postgresMigrations = columnTypes{bigint: "BIGINT", serial: "BIGSERIAL", double: "DOUBLE PRECISION", blob: "BYTEA"}.migrations()
 )
 
 // migrations is the schema in c's spelling.
 func (c columnTypes) migrations() []string {
-	spell := strings.NewReplacer("{bigint}", c.bigint, "{serial}", c.serial, "{double}", c.double)
+	spell := strings.NewReplacer("{bigint}", c.bigint, "{serial}", c.serial, "{double}", c.double, "{blob}", c.blob)
 	out := make([]string, len(schema))
 	for i, m := range schema {
 		out[i] = spell.Replace(m)
