@@ -110,10 +110,11 @@ func TestRunAgainstServe(t *testing.T) {
 }
 
 // statusLog is an http.RoundTripper that records the status of every
-// answer to POST /v1/exec.
+// answer to POST /v1/exec, and whether one was a replay.
 type statusLog struct {
 	mu       sync.Mutex
 	statuses []int
+	replay   bool
 }
 
 func (l *statusLog) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -121,9 +122,16 @@ func (l *statusLog) RoundTrip(r *http.Request) (*http.Response, error) {
 	if err == nil && r.Method == http.MethodPost {
 		l.mu.Lock()
 		l.statuses = append(l.statuses, resp.StatusCode)
+		l.replay = l.replay || resp.Header.Get("Idempotency-Replayed") == "true"
 		l.mu.Unlock()
 	}
 	return resp, err
+}
+
+func (l *statusLog) replayed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.replay
 }
 
 func (l *statusLog) get() []int {
