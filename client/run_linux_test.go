@@ -185,3 +185,19 @@ func TestRetries429WithRetryAfter(t *testing.T) {
 		t.Errorf("first: %v", err)
 	}
 }
+
+// The package's examples run as they are written against a real server,
+// named by the environment as a user would.
+func TestExamplesAgainstServe(t *testing.T) {
+	s := newServer(t)
+	key := s.key(t, "client-examples")
+	s.start(t)
+	t.Setenv(client.EnvURL, s.url)
+	t.Setenv(client.EnvKey, key)
+	t.Chdir(t.TempDir())
+	Example()
+	if data, err := os.ReadFile("chart.png"); err != nil || !bytes.HasPrefix(data, []byte("\x89PNG")) {
+		t.Errorf("Example saved no chart: %v", err)
+	}
+	ExampleClient_Stream()
+}
