@@ -54,18 +54,37 @@ func New(baseURL, apiKey string, opts ...client.Option) *Service {
 	return &Service{client: client.New(baseURL, apiKey, opts...), shown: shown}
 }
 
-// Exec implements execapi.Executor with the client's Run. The answer comes
-// when the run has ended, so events only hears execapi.EventSubmitted as
-// the request goes out.
+// Exec implements execapi.Executor. With an event sink the run is
+// streamed (client.Stream), so that the tool's progress shows the server's
+// sandbox starting and its output as it is written; a server that does not
+// stream answers at the end, and events then only hears
+// execapi.EventSubmitted, as the request goes out.
 func (s *Service) Exec(ctx context.Context, req execapi.Request, events execapi.EventSink) (execapi.Result, error) {
-	if events != nil {
-		events(execapi.Event{Kind: execapi.EventSubmitted})
+	if events == nil {
+		res, err := s.client.Run(ctx, req)
+		if err != nil {
+			return execapi.Result{}, s.explain(ctx, err)
+		}
+		return contractResult(res), nil
 	}
-	res, err := s.client.Run(ctx, req)
-	if err != nil {
-		return execapi.Result{}, s.explain(ctx, err)
+	events(execapi.Event{Kind: execapi.EventSubmitted})
+	for ev, err := range s.client.Stream(ctx, req) {
+		if err != nil {
+			return execapi.Result{}, s.explain(ctx, err)
+		}
+		switch ev.Kind {
+		case client.EventStarted:
+			events(execapi.Event{Kind: execapi.EventStarted, Elapsed: ev.Elapsed})
+		case client.EventStdout:
+			events(execapi.Event{Kind: execapi.EventStdout, Data: []byte(ev.Text)})
+		case client.EventStderr:
+			events(execapi.Event{Kind: execapi.EventStderr, Data: []byte(ev.Text)})
+		case client.EventResult:
+			return contractResult(*ev.Result), nil
+		}
 	}
-	return contractResult(res), nil
+	// Stream yields a result or an error last; this is a defect's guard.
+	return execapi.Result{}, s.explain(ctx, errors.New("the server's stream ended without a result"))
 }
 
 // Describe implements execapi.Service.

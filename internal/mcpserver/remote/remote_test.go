@@ -177,10 +177,11 @@ func TestRemoteSuccessThenRateLimited(t *testing.T) {
 	}
 }
 
-// In remote mode the MCP server cannot see the sandbox: its progress says
-// what it knows, that it waits for the server, rather than "Starting a
-// sandbox" while the code already runs there.
-func TestRemoteProgressSaysItWaitsForTheServer(t *testing.T) {
+// In remote mode the run is streamed from the server: progress says it
+// waits for the server until the server's sandbox runs the code (never
+// "Starting a sandbox", which it cannot see), then shows the output as the
+// code writes it. Before streaming it said it waited until the result.
+func TestRemoteProgressShowsTheServersOutput(t *testing.T) {
 	url, key := startServer(t)
 	var mu sync.Mutex
 	var messages []string
@@ -191,21 +192,23 @@ func TestRemoteProgressSaysItWaitsForTheServer(t *testing.T) {
 			mu.Unlock()
 		},
 	})
-	params := &mcp.CallToolParams{Name: mcpserver.ToolName, Arguments: map[string]any{"runtime": "bash", "code": "sleep 1.5; echo done"}}
+	params := &mcp.CallToolParams{Name: mcpserver.ToolName, Arguments: map[string]any{"runtime": "bash", "code": "echo first; sleep 2; echo done"}}
 	params.SetProgressToken("remote")
 	res, err := cs.CallTool(context.Background(), params)
-	if err != nil || res.IsError {
+	if err != nil || res.IsError || !strings.Contains(text(res), "first\ndone") {
 		t.Fatalf("call: %v %s", err, text(res))
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(messages) == 0 {
-		t.Fatal("no progress during a 1.5 s remote run")
-	}
+	live := false
 	for _, m := range messages {
-		if !strings.HasPrefix(m, "Waiting for the server (") {
-			t.Errorf("progress %q, want \"Waiting for the server (N s)\"", m)
+		if !strings.HasPrefix(m, "Waiting for the server (") && !strings.HasPrefix(m, "Running for ") {
+			t.Errorf("progress %q, want \"Waiting for the server (N s)\" or \"Running for ...\"", m)
 		}
+		live = live || strings.HasSuffix(m, "latest:\nfirst")
+	}
+	if !live {
+		t.Errorf("no progress showed the output written 2 s before the end: %q", messages)
 	}
 }
 
