@@ -1,8 +1,9 @@
 // Package remote is the Service `scratchrun mcp` holds when SCRATCHRUN_API_KEY
-// is set: the HTTP client of a ScratchRun server (the public package client),
-// as the contract's execapi.Service, with what
-// can go wrong on the way worded as tool errors a model and its user can act
-// on — an invalid key, a server that cannot be reached (named by its URL).
+// is set: the public Go client (package client) of a ScratchRun server as
+// the contract's execapi.Service (runs streamed, so that the tool's progress
+// shows the server's output), with what can go wrong on the way worded as
+// tool errors a model and its user can act on — an invalid key, a server
+// that cannot be reached (named by its URL).
 // The server's own refusals (a rate limit, say) are the contract's
 // *execapi.Refusal and pass through unchanged, as the tool words them for
 // the local engine too.
