@@ -20,8 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/scratchrun/scratchrun/internal/execapi"
-	"github.com/scratchrun/scratchrun/internal/httpapi"
+	"github.com/scratchrun/scratchrun/client"
 	"github.com/scratchrun/scratchrun/internal/leakcheck"
 	"github.com/scratchrun/scratchrun/internal/testenv"
 )
@@ -145,7 +144,7 @@ func TestContainerImageServesUnderPodman(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	res, err := httpapi.NewClient(base, "", nil).Exec(ctx, execapi.Request{Runtime: containerRuntime, Code: "print(6 * 7)"}, nil)
+	res, err := client.New(base, "").Run(ctx, client.Request{Runtime: containerRuntime, Code: "print(6 * 7)"})
 	if err != nil || res.ExitCode != 0 || res.Stdout != "42\n" {
 		t.Fatalf("the call: %v, exit %d, stdout %q, stderr %q", err, res.ExitCode, res.Stdout, res.Stderr)
 	}

@@ -186,7 +186,7 @@ func mcpService(c mcpConfig, log *slog.Logger) (svc execapi.Service, redact []st
 		if u, err := url.Parse(c.apiURL); err == nil {
 			log.Debug("mcp: running code on a remote server", "url", u.Redacted())
 		}
-		return remote.New(c.apiURL, c.apiKey, httpapi.ClientBounds{}), []string{c.apiKey}, func() {}, nil
+		return remote.New(c.apiURL, c.apiKey), []string{c.apiKey}, func() {}, nil
 	}
 	svc, closeService, err = c.local.open(log)
 	return svc, nil, closeService, err

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/scratchrun/scratchrun/client"
 	"github.com/scratchrun/scratchrun/internal/execapi"
 	"github.com/scratchrun/scratchrun/internal/execapi/execapitest"
 	"github.com/scratchrun/scratchrun/internal/mcpserver"
@@ -37,7 +38,7 @@ func TestWorkerLostReadsTheSameEverywhere(t *testing.T) {
 	if a.status != http.StatusBadGateway || doc.Code != execapi.CodeWorkerLost || doc.Message != wording || a.header.Get("Retry-After") != "" {
 		t.Errorf("answer %d %+v Retry-After %q", a.status, doc, a.header.Get("Retry-After"))
 	}
-	_, err := NewClient(ts.URL, key, nil).Exec(context.Background(), execapi.Request{Runtime: "bash", Code: "true"}, nil)
+	_, err := client.New(ts.URL, key).Run(context.Background(), client.Request{Runtime: "bash", Code: "true"})
 	var lost *execapi.WorkerLostError
 	if !errors.As(err, &lost) || lost.Error() != wording {
 		t.Errorf("client: %v (%T), want a *execapi.WorkerLostError", err, err)

@@ -1,4 +1,4 @@
-// Package httpapi is ScratchRun's REST front end and its Go client.
+// Package httpapi is ScratchRun's REST front end.
 //
 // The server (New, Server.Serve) speaks the contract of package execapi over
 // HTTP: POST /v1/exec, GET /v1/runtimes, /healthz, /readyz and /metrics, with
@@ -22,12 +22,8 @@
 // `scratchrun mcp --http`), and every route refuses what a web page could
 // send (GuardOrigin).
 //
-// The client (NewClient) is an execapi.Service over a remote server, so that
-// front ends can hold it in place of the local engine: the server's
-// refusals and validation errors come back as the contract's own errors
-// (*execapi.Refusal, *execapi.ValidationError), from the error document's
-// reason and field. Its waits are bounded (ClientBounds): connecting, and
-// each call by what the server may take by its own limits plus a margin.
+// Its Go client is the public package client (repository root), which
+// this package never imports: the wire types both use live in execapi.
 //
 // This package must never run code itself (it holds an execapi.Service), never
 // let a request that failed decoding or validation reach that service, never

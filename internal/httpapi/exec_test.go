@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/scratchrun/scratchrun/client"
 	"github.com/scratchrun/scratchrun/internal/execapi"
 )
 
@@ -53,13 +54,13 @@ func TestExecSuccess(t *testing.T) {
 func TestClientAgainstServer(t *testing.T) {
 	ts := startServer(t, serverOptions{})
 	_, key := ts.key("alice", 100, 4)
-	c := NewClient(ts.URL+"/", key, nil)
+	c := client.New(ts.URL+"/", key)
 	ctx := context.Background()
-	res, err := c.Exec(ctx, execapi.Request{Runtime: "bash", Code: "echo out; echo err >&2; exit 3"}, nil)
+	res, err := c.Run(ctx, client.Request{Runtime: "bash", Code: "echo out; echo err >&2; exit 3"})
 	if err != nil || res.ExitCode != 3 || res.Stdout != "out\n" || res.Stderr != "err\n" || !res.StatePurged || res.Files == nil {
 		t.Fatalf("Exec = %+v, %v", res, err)
 	}
-	info, err := c.Describe(ctx)
+	info, err := c.Runtimes(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,27 +72,27 @@ func TestClientAgainstServer(t *testing.T) {
 		t.Errorf("Describe = %+v", info)
 	}
 
-	_, err = c.Exec(ctx, execapi.Request{Runtime: "bash", Code: "true", ReturnFiles: []string{"/tmp/a: b/../c"}}, nil)
+	_, err = c.Run(ctx, client.Request{Runtime: "bash", Code: "true", ReturnFiles: []string{"/tmp/a: b/../c"}})
 	var ve *execapi.ValidationError
-	var ae *APIError
+	var ae *client.APIError
 	if !execapi.IsValidation(err) || !errors.As(err, &ve) || ve.Field != "return_files[0]" || !errors.As(err, &ae) || ae.Status != 400 || ae.Code != execapi.CodeInvalidRequest {
 		t.Errorf("invalid request: %v (field %q)", err, fieldOf(ve))
 	}
-	_, err = c.Exec(ctx, execapi.Request{Runtime: "bash", Code: "true", Files: map[string]string{"/proc/x: y": "z"}}, nil)
+	_, err = c.Run(ctx, client.Request{Runtime: "bash", Code: "true", Files: map[string]string{"/proc/x: y": "z"}})
 	if !errors.As(err, &ve) || ve.Field != `files["/proc/x: y"]` {
 		t.Errorf("field of a path holding \": \" = %q (%v)", fieldOf(ve), err)
 	}
-	_, err = c.Exec(ctx, execapi.Request{Runtime: "cobol", Code: "x"}, nil)
+	_, err = c.Run(ctx, client.Request{Runtime: "cobol", Code: "x"})
 	if !errors.As(err, &ve) || ve.Field != "runtime" {
 		t.Errorf("unknown runtime: %v", err)
 	}
 
-	bad := NewClient(ts.URL, "sr_live_not-a-key", nil)
-	_, err = bad.Exec(ctx, execapi.Request{Runtime: "bash", Code: "true"}, nil)
+	bad := client.New(ts.URL, "sr_live_not-a-key")
+	_, err = bad.Run(ctx, client.Request{Runtime: "bash", Code: "true"})
 	if !errors.As(err, &ae) || ae.Status != 401 || ae.Code != CodeUnauthorized || execapi.IsValidation(err) {
 		t.Errorf("bad key: %v", err)
 	}
-	if _, err := bad.Describe(ctx); !errors.As(err, &ae) || ae.Status != 401 {
+	if _, err := bad.Runtimes(ctx); !errors.As(err, &ae) || ae.Status != 401 {
 		t.Errorf("Describe with a bad key: %v", err)
 	}
 }

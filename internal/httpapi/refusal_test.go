@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/scratchrun/scratchrun/client"
 	"github.com/scratchrun/scratchrun/internal/execapi"
 	"github.com/scratchrun/scratchrun/internal/execapi/execapitest"
 	"github.com/scratchrun/scratchrun/internal/mcpserver"
@@ -223,9 +224,9 @@ func TestClientRoundTripsEveryRefusal(t *testing.T) {
 		return execapitest.Response{Err: refusals[c.Checked.Code]}
 	})
 	ts := startServer(t, serverOptions{fake: fake})
-	client := NewClient(ts.URL, "", nil)
+	c := client.New(ts.URL, "", client.WithoutRetries())
 	for name, want := range refusals {
-		_, err := client.Exec(context.Background(), execapi.Request{Runtime: "bash", Code: name}, nil)
+		_, err := c.Run(context.Background(), client.Request{Runtime: "bash", Code: name})
 		var got *execapi.Refusal
 		if !errors.As(err, &got) {
 			t.Errorf("%s: %v (%T), want a *execapi.Refusal", name, err, err)

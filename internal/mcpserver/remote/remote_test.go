@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/scratchrun/scratchrun/client"
 	"github.com/scratchrun/scratchrun/internal/engine"
 	"github.com/scratchrun/scratchrun/internal/execapi"
 	"github.com/scratchrun/scratchrun/internal/httpapi"
@@ -87,7 +88,7 @@ func sessionWith(t *testing.T, url, key string, opts mcpserver.Options, copts *m
 	t.Helper()
 	ctx := context.Background()
 	opts.Redact = []string{key}
-	server, err := mcpserver.New(ctx, New(url, key, httpapi.ClientBounds{}), opts)
+	server, err := mcpserver.New(ctx, New(url, key), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,10 +177,11 @@ func TestRemoteSuccessThenRateLimited(t *testing.T) {
 	}
 }
 
-// In remote mode the MCP server cannot see the sandbox: its progress says
-// what it knows, that it waits for the server, rather than "Starting a
-// sandbox" while the code already runs there.
-func TestRemoteProgressSaysItWaitsForTheServer(t *testing.T) {
+// In remote mode the run is streamed from the server: progress says it
+// waits for the server until the server's sandbox runs the code (never
+// "Starting a sandbox", which it cannot see), then shows the output as the
+// code writes it. Before streaming it said it waited until the result.
+func TestRemoteProgressShowsTheServersOutput(t *testing.T) {
 	url, key := startServer(t)
 	var mu sync.Mutex
 	var messages []string
@@ -190,21 +192,23 @@ func TestRemoteProgressSaysItWaitsForTheServer(t *testing.T) {
 			mu.Unlock()
 		},
 	})
-	params := &mcp.CallToolParams{Name: mcpserver.ToolName, Arguments: map[string]any{"runtime": "bash", "code": "sleep 1.5; echo done"}}
+	params := &mcp.CallToolParams{Name: mcpserver.ToolName, Arguments: map[string]any{"runtime": "bash", "code": "echo first; sleep 2; echo done"}}
 	params.SetProgressToken("remote")
 	res, err := cs.CallTool(context.Background(), params)
-	if err != nil || res.IsError {
+	if err != nil || res.IsError || !strings.Contains(text(res), "first\ndone") {
 		t.Fatalf("call: %v %s", err, text(res))
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(messages) == 0 {
-		t.Fatal("no progress during a 1.5 s remote run")
-	}
+	live := false
 	for _, m := range messages {
-		if !strings.HasPrefix(m, "Waiting for the server (") {
-			t.Errorf("progress %q, want \"Waiting for the server (N s)\"", m)
+		if !strings.HasPrefix(m, "Waiting for the server (") && !strings.HasPrefix(m, "Running for ") {
+			t.Errorf("progress %q, want \"Waiting for the server (N s)\" or \"Running for ...\"", m)
 		}
+		live = live || strings.HasSuffix(m, "latest:\nfirst")
+	}
+	if !live {
+		t.Errorf("no progress showed the output written 2 s before the end: %q", messages)
 	}
 }
 
@@ -247,7 +251,7 @@ func TestRemoteServerDown(t *testing.T) {
 // the server's refusals pass through unchanged (the tool words them, as it
 // does the local engine's: "Retry after 2 seconds").
 func TestExplainKeepsTheCause(t *testing.T) {
-	s := New("http://127.0.0.1:1", "k", httpapi.ClientBounds{})
+	s := New("http://127.0.0.1:1", "k")
 	refusal := &execapi.Refusal{Reason: execapi.RefusedKeyRate, RetryAfter: 1500 * time.Millisecond, Limit: 1}
 	err := s.explain(context.Background(), refusal)
 	var got *execapi.Refusal
@@ -256,7 +260,7 @@ func TestExplainKeepsTheCause(t *testing.T) {
 		!errors.Is(err, execapi.ErrAtCapacity) || errors.As(err, &te) {
 		t.Errorf("429: %v", err)
 	}
-	err = s.explain(context.Background(), &httpapi.APIError{Status: 400, Code: "invalid_request", Message: "limits.memory_mb: is 1"})
+	err = s.explain(context.Background(), &client.APIError{Status: 400, Code: "invalid_request", Message: "limits.memory_mb: is 1"})
 	var ve *execapi.ValidationError
 	if !errors.As(err, &ve) || ve.Field != "limits.memory_mb" || errors.As(err, &te) {
 		t.Errorf("400: %v", err)
@@ -306,7 +310,7 @@ func silentServer(t *testing.T) string {
 // margin.
 func TestRemoteSilentServerFailsWithinItsBound(t *testing.T) {
 	url := silentServer(t)
-	s := New(url, "sr_live_some-key-0123456789", httpapi.ClientBounds{Margin: 200 * time.Millisecond})
+	s := New(url, "sr_live_some-key-0123456789", client.WithMargin(200*time.Millisecond))
 	type outcome struct {
 		what string
 		err  error

@@ -1,4 +1,4 @@
-package httpapi
+package client
 
 import (
 	"context"
@@ -73,12 +73,12 @@ func TestClientErrorsNeverShowTheKey(t *testing.T) {
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens here now
-	c := NewClient("http://user:pw@"+addr, key, nil)
-	_, err := c.Exec(context.Background(), execapi.Request{Runtime: "bash", Code: "true"}, nil)
+	c := New("http://user:pw@"+addr, key)
+	_, err := c.Run(context.Background(), Request{Runtime: "bash", Code: "true"})
 	if err == nil || strings.Contains(err.Error(), key) || strings.Contains(err.Error(), "pw@") || !strings.Contains(err.Error(), addr) {
 		t.Errorf("network error: %v", err)
 	}
-	if !strings.Contains(err.Error(), "refused") {
+	if !strings.Contains(err.Error(), "refused") || !errors.Is(err, ErrConnectionLost) {
 		t.Errorf("network error lost its cause: %v", err)
 	}
 
@@ -94,8 +94,8 @@ func TestClientErrorsNeverShowTheKey(t *testing.T) {
 	ln, _ = net.Listen("tcp", "127.0.0.1:0")
 	go srv.Serve(ln)
 	defer srv.Close()
-	c = NewClient("http://"+ln.Addr().String(), key, nil)
-	_, err = c.Exec(context.Background(), execapi.Request{Runtime: "bash", Code: "true"}, nil)
+	c = New("http://"+ln.Addr().String(), key, WithoutRetries())
+	_, err = c.Run(context.Background(), Request{Runtime: "bash", Code: "true"})
 	var ae *APIError
 	if !errors.As(err, &ae) || ae.Status != 429 || ae.Code != execapi.CodeAtCapacity || ae.RetryAfter != 3*time.Second ||
 		!errors.Is(err, execapi.ErrAtCapacity) || !strings.Contains(ae.Message, "slow down") || strings.Contains(err.Error(), key) {
@@ -104,7 +104,7 @@ func TestClientErrorsNeverShowTheKey(t *testing.T) {
 	// A cancelled context is reported as such.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := c.Describe(ctx); !errors.Is(err, context.Canceled) {
+	if _, err := c.Runtimes(ctx); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled Describe: %v", err)
 	}
 }
@@ -120,15 +120,15 @@ func TestClientReadsRefusalsWithoutAReason(t *testing.T) {
 		fmt.Fprint(w, body)
 	}))
 	defer srv.Close()
-	c := NewClient(srv.URL, "", nil)
+	c := New(srv.URL, "", WithoutRetries())
 	status, body = 429, `{"error":{"code":"rate_limited","message":"this API key's limit of 2 runs per minute is used up; retry after 7 s"}}`
-	_, err := c.Exec(context.Background(), execapi.Request{Runtime: "bash", Code: "true"}, nil)
+	_, err := c.Run(context.Background(), Request{Runtime: "bash", Code: "true"})
 	var r *execapi.Refusal
 	if !errors.As(err, &r) || r.Reason != execapi.RefusedKeyRate || r.RetryAfter != 7*time.Second {
 		t.Errorf("429 rate_limited: %#v", err)
 	}
 	status, body = 503, `{"error":{"code":"draining","message":"the server shut down before the run finished; its sandbox was killed"}}`
-	_, err = c.Exec(context.Background(), execapi.Request{Runtime: "bash", Code: "true"}, nil)
+	_, err = c.Run(context.Background(), Request{Runtime: "bash", Code: "true"})
 	var ae *APIError
 	if errors.As(err, &r) || !errors.As(err, &ae) || ae.Status != 503 {
 		t.Errorf("503 draining: %#v", err)
