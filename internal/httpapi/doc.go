@@ -12,7 +12,10 @@
 // limits. Every
 // connection is bounded in time and number (NewBoundedServer, shared with
 // `scratchrun mcp --http`), and every route refuses what a web page could
-// send (GuardOrigin).
+// send (GuardOrigin). The API's OpenAPI document (package openapi) is
+// served at GET /v1/openapi.json; every route is registered through one
+// table (routeTable), and the tests check the document against that table,
+// the error code constants, the JSON fields and the real answers.
 //
 // The client (NewClient) is an execapi.Service over a remote server, so that
 // front ends can hold it in place of the local engine: the server's
