@@ -41,6 +41,7 @@ func TestCluster(t *testing.T) {
 	t.Run("300 calls", func(t *testing.T) { cluster300Calls(t, c, loadKey, load) })
 	t.Run("runtimes", func(t *testing.T) { clusterRuntimes(t, c, load) })
 	t.Run("MCP progress and cancel", func(t *testing.T) { clusterMCP(t, c, load) })
+	t.Run("streaming", func(t *testing.T) { clusterStream(t, c) })
 	t.Run("burst at 4x capacity", func(t *testing.T) { clusterBurst(t, c, load) })
 	t.Run("key concurrency across front ends", func(t *testing.T) { clusterKeyLimits(t, c) })
 	t.Run("kill -9 of a worker", func(t *testing.T) { clusterKilledWorker(t, c, loadKey, load) })

@@ -6,7 +6,15 @@
 // (kept in the key store, so that servers sharing it hold them together),
 // the engine's refusals (its admission decides when a call may start)
 // rendered with honest Retry-After answers, usage accounting and graceful
-// draining. A call's errors are answered in one place (AnswerError: status,
+// draining. A call that asks for text/event-stream gets its run as
+// server-sent events (stream.go): nothing until the run is admitted, so
+// that refusals keep their answers, then its output as it is written and
+// the result, through a bounded queue that never blocks the run. A call
+// with an Idempotency-Key (idempotency.go) runs at most once per caller and
+// key: its entry is claimed in the key store before the run, the run is
+// detached from its client, and its answer is kept for 24 h and replayed
+// to every repeat, on whichever front end shares the store. A call's
+// errors are answered in one place (AnswerError: status,
 // error document, Retry-After), which the web console's playground uses
 // too. The MCP front end is mounted at /mcp behind the same keys and
 // limits. Every

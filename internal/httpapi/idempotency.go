@@ -190,7 +190,7 @@ func (s *Server) idemStoreFailed(w http.ResponseWriter, r *http.Request, err err
 		return
 	}
 	s.log.Error("idempotency entry", "err", err)
-	writeError(w, http.StatusInternalServerError, execapi.CodeInternal, IdempotencyKeyHeader+": the key store could not be read; nothing ran")
+	writeError(w, http.StatusInternalServerError, execapi.CodeInternal, IdempotencyKeyHeader+": the key store could not be read or written; this request ran nothing")
 }
 
 var (
@@ -248,14 +248,12 @@ func (s *Server) runClaimed(w http.ResponseWriter, r *http.Request, next http.Ha
 		s.log.Debug("client went away; its run goes on for its Idempotency-Key", "key", claim.Caller)
 	})()
 	next.ServeHTTP(tee, r.WithContext(ctx))
-	status := tee.status
-	if status == 0 {
-		status = http.StatusOK // what net/http sends for a handler that wrote nothing
-	}
+	status, reached := tee.status, run.reached.Load()
 	// A 4xx is the caller's (bad input, its key, its limits): nothing ran.
 	// A 5xx before the run was admitted (the key store failed, a drain
-	// cancelled the wait in the queue) ran nothing either.
-	ran := status < 400 || status >= 500 && run.reached.Load()
+	// cancelled the wait in the queue), or no answer at all, ran nothing
+	// either.
+	ran := status != 0 && status < 400 || (status >= 500 || status == 0) && reached
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.cfg.RecordTimeout)
 	defer cancel()
 	if !ran {
@@ -267,7 +265,13 @@ func (s *Server) runClaimed(w http.ResponseWriter, r *http.Request, next http.Ha
 		return
 	}
 	contentType, body := tee.contentType, tee.buf.Bytes()
-	if tee.overflow {
+	switch {
+	case status == 0:
+		// The handler wrote nothing for a run that went ahead.
+		status, contentType = http.StatusConflict, "application/json"
+		body = errorJSON(CodeIdempotencyUnknown, IdempotencyKeyHeader+
+			": the first request with this key ended without an answer; the code may have run")
+	case tee.overflow:
 		status, contentType = http.StatusConflict, "application/json"
 		body = errorJSON(CodeIdempotencyUnknown, fmt.Sprintf("%s: the first request with this key ran its code, but its answer was larger than the %d MiB kept for retries",
 			IdempotencyKeyHeader, store.MaxIdempotentBody>>20))

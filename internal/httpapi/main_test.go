@@ -145,6 +145,8 @@ type serverOptions struct {
 	version string
 	// oauth is Config.OAuth.
 	oauth *OAuth
+	// idemWait is Config.idempotencyWait.
+	idemWait time.Duration
 }
 
 // testServer is a real server on 127.0.0.1 with its own key database.
@@ -201,7 +203,8 @@ func startServerWith(t *testing.T, o serverOptions, mutate func(*engine.Config))
 		t.Fatal(err)
 	}
 	cfg := Config{Service: svc.(execapi.Service), Policy: svc.Policy(), Keys: keys, MaxBodyBytes: o.maxBody, Conns: o.conns, Metrics: o.metrics,
-		RecordTimeout: o.recordTimeout, Logger: o.log, Version: o.version, OAuth: o.oauth}
+		RecordTimeout: o.recordTimeout, Logger: o.log, Version: o.version, OAuth: o.oauth,
+		idempotencyWait: o.idemWait}
 	if o.keys != nil {
 		cfg.Keys = o.keys(keys)
 	}

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/json"
 	"mime"
 	"net/http"
@@ -48,10 +47,12 @@ func wantsEventStream(accept []string) bool {
 // flushed, and the result (or an error) ends the stream.
 //
 // A client that goes away cancels the run, as a JSON one does: its
-// request's context ends, and so does the run's when a write fails.
+// request's context ends (net/http ends it on a failed write too). Nothing
+// here cancels the run otherwise, so that a wrapper that detaches the
+// request's context (an idempotent call's, which outlives its client)
+// keeps the run going; after a failed write the rest is not written.
 func (s *Server) streamExec(w http.ResponseWriter, r *http.Request, req execapi.Request, received time.Time) {
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
+	ctx := r.Context()
 	q := newEventQueue(streamBuffer)
 	sink := func(ev execapi.Event) { q.push(ev, time.Since(received)) }
 	type ended struct {
@@ -72,7 +73,7 @@ func (s *Server) streamExec(w http.ResponseWriter, r *http.Request, req execapi.
 		case <-q.wake:
 			evs, admitted := q.take()
 			if out == nil && admitted {
-				out = startStream(w, cancel)
+				out = startStream(w)
 			}
 			if out != nil {
 				out.events(evs)
@@ -92,7 +93,7 @@ func (s *Server) streamExec(w http.ResponseWriter, r *http.Request, req execapi.
 					s.writeExecError(w, r, d.err)
 					return
 				}
-				out = startStream(w, cancel)
+				out = startStream(w)
 			}
 			out.events(evs)
 			s.endStream(out, r, d.res, d.err)
@@ -122,12 +123,10 @@ func (s *Server) endStream(out *sseWriter, r *http.Request, res execapi.Result, 
 
 // sseWriter writes one run's server-sent events, numbered from 1.
 type sseWriter struct {
-	w  http.ResponseWriter
-	rc *http.ResponseController
-	// fail cancels the run when the client can no longer be written to.
-	fail func()
-	id   int
-	err  error
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	id  int
+	err error
 	// carry is, per stream, the start of a character that the chunk so
 	// far ended inside: it goes out with the next chunk, so that every
 	// event's text decodes as the result's does.
@@ -135,13 +134,13 @@ type sseWriter struct {
 }
 
 // startStream commits the response: from here every answer is an event.
-func startStream(w http.ResponseWriter, fail func()) *sseWriter {
+func startStream(w http.ResponseWriter) *sseWriter {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no") // a proxy must pass events on as they come
 	w.WriteHeader(http.StatusOK)
-	out := &sseWriter{w: w, rc: http.NewResponseController(w), fail: fail, carry: map[execapi.EventKind][]byte{}}
+	out := &sseWriter{w: w, rc: http.NewResponseController(w), carry: map[execapi.EventKind][]byte{}}
 	out.flush()
 	return out
 }
@@ -214,18 +213,14 @@ func (o *sseWriter) write(b []byte) {
 	}
 	if _, o.err = o.w.Write(b); o.err == nil {
 		o.flush()
-		return
 	}
-	o.fail()
 }
 
 func (o *sseWriter) flush() {
 	if o.err != nil {
 		return
 	}
-	if o.err = o.rc.Flush(); o.err != nil {
-		o.fail()
-	}
+	o.err = o.rc.Flush()
 }
 
 // splitIncomplete splits b before a character its end cuts short (the
