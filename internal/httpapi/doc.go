@@ -20,7 +20,10 @@
 // limits. Every
 // connection is bounded in time and number (NewBoundedServer, shared with
 // `scratchrun mcp --http`), and every route refuses what a web page could
-// send (GuardOrigin).
+// send (GuardOrigin). The API's OpenAPI document (package openapi) is
+// served at GET /v1/openapi.json; every route is registered through one
+// table (routeTable), and the tests check the document against that table,
+// the error code constants, the JSON fields and the real answers.
 //
 // Its Go client is the public package client (repository root), which
 // this package never imports: the wire types both use live in execapi.

@@ -232,12 +232,15 @@ func TestOpenAPIEnumsMatchTheCode(t *testing.T) {
 		enum(obj(d.schema(t, "AdmissionInfo"), "properties", "rejections", "propertyNames")))
 }
 
-// Every JSON field of the request, the result, the error document and
-// the runtimes listing (and of the structs within them) is a property of
-// the schema named after its Go type, and the reverse; in what the server
+// Every JSON field of the request, the result, the error document, the
+// runtimes listing and the stream's event data (and of the structs within
+// them) is a property of the schema named after its Go type, and the
+// reverse; in what the server
 // answers, the fields always sent (no omitempty) are the required ones.
 func TestOpenAPISchemasMatchTheStructs(t *testing.T) {
 	d := loadAPIDoc(t)
+	// The data of the stream's events are unexported types.
+	schemaNames := map[reflect.Type]string{reflect.TypeFor[streamStarted](): "Started", reflect.TypeFor[streamChunk](): "Output"}
 	seen := map[reflect.Type]bool{}
 	var walk func(typ reflect.Type, answer bool)
 	walk = func(typ reflect.Type, answer bool) {
@@ -245,7 +248,11 @@ func TestOpenAPISchemasMatchTheStructs(t *testing.T) {
 			return
 		}
 		seen[typ] = true
-		s := d.schema(t, typ.Name())
+		name := typ.Name()
+		if n, ok := schemaNames[typ]; ok {
+			name = n
+		}
+		s := d.schema(t, name)
 		props := obj(s, "properties")
 		var fields, required []string
 		for f := range typ.Fields() {
@@ -288,7 +295,8 @@ func TestOpenAPISchemasMatchTheStructs(t *testing.T) {
 		}
 	}
 	walk(reflect.TypeFor[execapi.Request](), false)
-	for _, typ := range []reflect.Type{reflect.TypeFor[execapi.Result](), reflect.TypeFor[ErrorDocument](), reflect.TypeFor[execapi.Info]()} {
+	for _, typ := range []reflect.Type{reflect.TypeFor[execapi.Result](), reflect.TypeFor[ErrorDocument](), reflect.TypeFor[execapi.Info](),
+		reflect.TypeFor[streamStarted](), reflect.TypeFor[streamChunk]()} {
 		walk(typ, true)
 	}
 }
