@@ -508,7 +508,7 @@ export interface operations {
             200: {
                 headers: {
                     "Idempotency-Replayed": components["headers"]["IdempotencyReplayed"];
-                    /** @description `no-store` on a stream. */
+                    /** @description `no-store` on a stream and on a replayed answer. */
                     "Cache-Control"?: string;
                     /** @description `no` on a stream, so that proxies pass events on as they come. */
                     "X-Accel-Buffering"?: string;
@@ -548,9 +548,10 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            /** @description The `Idempotency-Key` was used with another request body within 24 h (`idempotency_key_reused`), or its first request ended without an answer because its server stopped (`idempotency_unknown`: the code may have run; it is not run again). */
+            /** @description The `Idempotency-Key` was used with another request body within 24 h (`idempotency_key_reused`), or its first request gives no answer (`idempotency_unknown`: its server stopped mid-run, and the code may have run; or it ran and its answer was larger than the server keeps for retries, which is replayed with `Idempotency-Replayed`). Its code is never run again. */
             409: {
                 headers: {
+                    "Idempotency-Replayed": components["headers"]["IdempotencyReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
