@@ -134,7 +134,6 @@ func (g *gate) exec(ctx context.Context, req execapi.Request, events execapi.Eve
 	received := time.Now()
 	var admittedNanos atomic.Int64
 	observe := func(ev execapi.Event) {
-		markReached(ctx) // every event comes from past admission
 		if ev.Kind == execapi.EventAdmitted {
 			admittedNanos.CompareAndSwap(0, time.Now().UnixNano())
 		}
@@ -143,6 +142,7 @@ func (g *gate) exec(ctx context.Context, req execapi.Request, events execapi.Eve
 		}
 	}
 	var res execapi.Result
+	markCalled(ctx)
 	if g.checked != nil {
 		res, err = g.checked.ExecChecked(ctx, checked, observe)
 	} else {

@@ -59,18 +59,31 @@ type idempotencyStore interface {
 }
 
 // idemRun is in the context of a request that holds a claim; the gate marks
-// it when the service reports any event of the run (admitted, started,
-// submitted, output), from which on the code may have run.
-type idemRun struct{ reached atomic.Bool }
+// it just before it hands the call to the service, from which on the code
+// may run (a cluster's front end reports no event between sending a
+// worker the go and the worker's first frame, so events cannot say it).
+type idemRun struct{ called atomic.Bool }
 
 type idemRunKey struct{}
 
-// markReached notes, for a request holding an idempotency claim, that its
-// run got past admission.
-func markReached(ctx context.Context) {
+// markCalled notes, for a request holding an idempotency claim, that its
+// call went to the service.
+func markCalled(ctx context.Context) {
 	if r, ok := ctx.Value(idemRunKey{}).(*idemRun); ok {
-		r.reached.Store(true)
+		r.called.Store(true)
 	}
+}
+
+// isRefusal reports whether an answer is a refusal: a document naming
+// its reason, which only an *execapi.Refusal's answer does, and which
+// says that nothing ran.
+func isRefusal(body []byte) bool {
+	var doc struct {
+		Error struct {
+			Reason string `json:"reason"`
+		} `json:"error"`
+	}
+	return json.Unmarshal(body, &doc) == nil && doc.Error.Reason != ""
 }
 
 // idempotencyKey checks the header's value: one, of 1 to 255 visible ASCII
@@ -125,7 +138,11 @@ func (s *Server) idempotent(next http.Handler) http.Handler {
 		// A first request refused meanwhile releases its entry: the claim
 		// is made again, a bounded number of times.
 		for range 8 {
-			e, claimed, err := s.cfg.Keys.ClaimIdempotency(r.Context(), claim)
+			// Not under the client's context: a claim cancelled while its
+			// commit went through would leave an entry nothing runs.
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.cfg.RecordTimeout)
+			e, claimed, err := s.cfg.Keys.ClaimIdempotency(cctx, claim)
+			cancel()
 			if err != nil {
 				s.idemStoreFailed(w, r, err)
 				return
@@ -248,12 +265,14 @@ func (s *Server) runClaimed(w http.ResponseWriter, r *http.Request, next http.Ha
 		s.log.Debug("client went away; its run goes on for its Idempotency-Key", "key", claim.Caller)
 	})()
 	next.ServeHTTP(tee, r.WithContext(ctx))
-	status, reached := tee.status, run.reached.Load()
+	status, called := tee.status, run.called.Load()
 	// A 4xx is the caller's (bad input, its key, its limits): nothing ran.
-	// A 5xx before the run was admitted (the key store failed, a drain
-	// cancelled the wait in the queue), or no answer at all, ran nothing
-	// either.
-	ran := status != 0 && status < 400 || (status >= 500 || status == 0) && reached
+	// A 5xx or no answer ran nothing when the call never reached the
+	// service (the key store failed), or when the service refused it (a
+	// refusal, draining or no worker, names its reason). Any other 5xx
+	// may have run: a worker lost after its go, a sandbox that failed.
+	ran := status != 0 && status < 400 ||
+		(status >= 500 || status == 0) && called && !isRefusal(tee.buf.Bytes())
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.cfg.RecordTimeout)
 	defer cancel()
 	if !ran {
@@ -271,6 +290,12 @@ func (s *Server) runClaimed(w http.ResponseWriter, r *http.Request, next http.Ha
 		status, contentType = http.StatusConflict, "application/json"
 		body = errorJSON(CodeIdempotencyUnknown, IdempotencyKeyHeader+
 			": the first request with this key ended without an answer; the code may have run")
+	case status == http.StatusServiceUnavailable:
+		// A drain cancelled the run: replaying the 503 would tell a client
+		// to try again, which must not run the code a second time.
+		status, contentType = http.StatusConflict, "application/json"
+		body = errorJSON(CodeIdempotencyUnknown, IdempotencyKeyHeader+
+			": the first request with this key was cut short by its server's shutdown; the code may have run")
 	case tee.overflow:
 		status, contentType = http.StatusConflict, "application/json"
 		body = errorJSON(CodeIdempotencyUnknown, fmt.Sprintf("%s: the first request with this key ran its code, but its answer was larger than the %d MiB kept for retries",
@@ -342,6 +367,10 @@ func (t *teeWriter) Write(p []byte) (int, error) {
 		}
 	}
 	if !t.gone {
+		// A client gone without a reset (a dropped network) would block
+		// the write until TCP gives up, and with it the run's answer,
+		// which its retry waits for: a write that stalls ends the client.
+		http.NewResponseController(t.w).SetWriteDeadline(time.Now().Add(teeWriteStall))
 		if _, err := t.w.Write(p); err != nil {
 			t.gone = true
 		}
@@ -349,11 +378,17 @@ func (t *teeWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// teeWriteStall is how long a write to an idempotent request's client may
+// block before the client counts as gone.
+const teeWriteStall = 30 * time.Second
+
 // FlushError sends what is buffered (a stream's events) while the client
 // is there (http.ResponseController finds it).
 func (t *teeWriter) FlushError() error {
 	if !t.gone {
-		if err := http.NewResponseController(t.w).Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		rc := http.NewResponseController(t.w)
+		rc.SetWriteDeadline(time.Now().Add(teeWriteStall))
+		if err := rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
 			t.gone = true
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -362,5 +363,35 @@ func TestIdempotentAnswerTooLargeToKeep(t *testing.T) {
 	}
 	if n := len(fake.Ran()); n != 1 {
 		t.Errorf("the code ran %d times", n)
+	}
+}
+
+// A worker lost after its go reports no event before its first frame: the
+// call went to the service, so its code may have run, and a retry gets
+// the 502 again rather than a second run. A refusal the service gives
+// (no worker has room) ran nothing, and a retry may run it.
+func TestIdempotentLostWorkerIsKept(t *testing.T) {
+	fake := execapitest.New("bash")
+	var refuse atomic.Bool
+	refuse.Store(true)
+	fake.Respond(func(context.Context, execapitest.Call) execapitest.Response {
+		if refuse.Swap(false) {
+			return execapitest.Response{Err: &execapi.Refusal{Reason: execapi.RefusedNoWorkers}, NoEvents: true}
+		}
+		return execapitest.Response{Err: &execapi.WorkerLostError{Worker: "w1"}, NoEvents: true}
+	})
+	ts := startServer(t, serverOptions{fake: fake})
+	_, key := ts.key("idem", 100, 4)
+	if refused := ts.mustPostKey(key, "lost", echoBody); refused.status != http.StatusServiceUnavailable {
+		t.Fatalf("a refusal: %d %s", refused.status, refused.body)
+	}
+	first := ts.mustPostKey(key, "lost", echoBody)
+	again := ts.mustPostKey(key, "lost", echoBody)
+	if first.status != http.StatusBadGateway || again.status != first.status || !bytes.Equal(again.body, first.body) ||
+		again.header.Get(IdempotencyReplayedHeader) != "true" {
+		t.Fatalf("first %d %s; again %d %s %v", first.status, first.body, again.status, again.body, again.header)
+	}
+	if n := len(fake.Calls()); n != 2 {
+		t.Errorf("the service was called %d times, want 2 (the refusal, then the lost run)", n)
 	}
 }

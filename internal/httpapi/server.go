@@ -158,7 +158,11 @@ func New(cfg Config) (*Server, error) {
 	s.runs, s.cancelRuns = context.WithCancel(context.Background())
 	s.idemWait = cfg.idempotencyWait
 	if s.idemWait <= 0 {
-		s.idemWait = queueWait + cfg.Policy.MaxTimeout + DrainAllowance
+		// A minute beyond a drain's bound: a slow sandbox start, a
+		// cluster's placement, the writes after the run; the bound only
+		// decides when a retry gives up on a first request whose server
+		// died, so erring long costs a wait, erring short a false answer.
+		s.idemWait = queueWait + cfg.Policy.MaxTimeout + DrainAllowance + time.Minute
 	}
 	s.auth = &authenticator{keys: cfg.Keys}
 	if _, err := s.auth.open(context.Background()); err != nil {

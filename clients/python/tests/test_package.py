@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import http.server
 import io
 import json
 import subprocess
 import sys
+import threading
 import zipfile
 from pathlib import Path
 
@@ -59,6 +61,7 @@ def test_request_body() -> None:
         (401, {"code": "unauthorized", "message": "no"}, scratchrun.Unauthorized),
         (429, {"code": "rate_limited", "message": "m", "reason": "key_rate", "limit": 2}, scratchrun.Refused),
         (503, {"code": "draining", "message": "m", "reason": "draining"}, scratchrun.Refused),
+        (503, {"code": "draining", "message": "cut short"}, scratchrun.ServerError),
         (502, {"code": "worker_lost", "message": "m"}, scratchrun.WorkerLost),
         (409, {"code": "idempotency_key_reused", "message": "m"}, scratchrun.IdempotencyConflict),
         (409, {"code": "idempotency_unknown", "message": "m"}, scratchrun.IdempotencyConflict),
@@ -119,3 +122,52 @@ def test_wheel_and_sdist(tmp_path: Path) -> None:
     assert f"Version: {scratchrun.__version__}\n" in meta
     sdist = backend.build_sdist(str(tmp_path))
     assert sdist == f"scratchrun-{scratchrun.__version__}.tar.gz"
+
+
+class _Recorder(http.server.BaseHTTPRequestHandler):
+    """Answers every request with the server's script and records it."""
+
+    script: list[tuple[int, dict[str, str], bytes]] = []
+    seen: list[dict[str, str]] = []
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        type(self).seen.append(dict(self.headers))
+        status, headers, body = type(self).script[min(len(type(self).seen), len(type(self).script)) - 1]
+        self.send_response(status)
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def _serve(script: list[tuple[int, dict[str, str], bytes]]) -> tuple[str, type[_Recorder]]:
+    handler = type("Handler", (_Recorder,), {"script": script, "seen": []})
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{srv.server_address[1]}", handler
+
+
+def test_503_without_a_reason_is_not_retried_without_a_key() -> None:
+    # A drain that cut a run short answers 503 with no reason: the code may
+    # have run, and only a call with an idempotency key may be sent again.
+    url, handler = _serve([(503, {"Content-Type": "application/json"}, b'{"error":{"code":"draining","message":"cut short"}}')])
+    client = scratchrun.Client(url=url, api_key="sr_live_x", max_retries=3)
+    with pytest.raises(scratchrun.ServerError):
+        client.run("echo hi", runtime="bash")
+    assert len(handler.seen) == 1
+
+
+def test_the_key_never_follows_a_redirect() -> None:
+    other, elsewhere = _serve([(200, {"Content-Type": "application/json"}, b"{}")])
+    url, _ = _serve([(302, {"Location": other + "/v1/exec"}, b"")])
+    client = scratchrun.Client(url=url, api_key="sr_live_secret", max_retries=0)
+    with pytest.raises(scratchrun.ScratchRunError):
+        client.run("echo hi", runtime="bash")
+    assert all("sr_live_secret" not in str(h) for h in elsewhere.seen)

@@ -69,6 +69,10 @@ type Response struct {
 	Err error
 	// Events are sent, after execapi.EventStarted, as the run starts.
 	Events []execapi.Event
+	// NoEvents sends none, EventStarted neither: a service that reports
+	// nothing before it answers (a cluster's front end whose worker was
+	// lost after the go, before its first frame).
+	NoEvents bool
 	// Delay is how long the run takes; Release, when set, holds it until
 	// closed. Cancelling the call's context ends either at once, and the
 	// call returns the context's error, as the engine does when it kills a
@@ -187,7 +191,7 @@ func (s *Service) run(ctx context.Context, call Call, events execapi.EventSink) 
 	if respond != nil {
 		resp = respond(ctx, call)
 	}
-	if events != nil {
+	if events != nil && !resp.NoEvents {
 		events(execapi.Event{Kind: execapi.EventStarted})
 		for _, ev := range resp.Events {
 			events(ev)

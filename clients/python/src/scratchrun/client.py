@@ -75,7 +75,7 @@ class Client:
         self.max_retries = max_retries
         self.max_retry_wait = max_retry_wait
         self.idempotency = idempotency
-        handlers: list[urllib.request.BaseHandler] = []
+        handlers: list[urllib.request.BaseHandler] = [_NoRedirect()]
         if ssl_context is not None:
             handlers.append(urllib.request.HTTPSHandler(context=ssl_context))
         self._opener = urllib.request.build_opener(*handlers)
@@ -374,3 +374,13 @@ def _stream_error(data: Mapping[str, Any]) -> ScratchRunError:
         # call that never ran.
         err = ServerError(err.message, code=err.code, reason=err.reason, document=data)
     return err
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Follows no redirect: urllib's would send the Authorization header,
+    the API key, on to wherever the redirect points (another host, or plain
+    http). A ScratchRun server never redirects; a 3xx is answered as an
+    error of its status."""
+
+    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> None:
+        return None

@@ -159,6 +159,11 @@ def from_detail(
     code = str(detail.get("code", ""))
     message = str(detail.get("message", "")) or body.decode("utf-8", "replace").strip()[:500] or f"HTTP {status}"
     cls = _BY_CODE.get(code) or _BY_STATUS.get(status) or (ServerError if status >= 500 else ScratchRunError)
+    if status == 503 and not detail.get("reason"):
+        # Only a refusal names its reason, and only a refusal ran nothing:
+        # a 503 without one (a drain that cut the run short, a proxy whose
+        # upstream died mid-request) may have run the code.
+        cls = ServerError
     limit = detail.get("limit", 0)
     return cls(
         message,
