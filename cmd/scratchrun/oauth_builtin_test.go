@@ -63,8 +63,13 @@ func TestServeOAuthBuiltIn(t *testing.T) {
 	// The person, on the server's own page: a wrong key first, then theirs.
 	b.do("open the consent page again", chromedp.Navigate(authURL), chromedp.WaitVisible(chromedp.CSS("#api_key")))
 	b.do("paste a wrong key", chromedp.SendKeys(chromedp.CSS("#api_key"), "sr_live_notakey"), chromedp.Click(chromedp.CSS("#allow")))
-	b.waitLoaded(srv.url + "/oauth/consent")
-	b.do("see the form again", chromedp.WaitVisible(chromedp.CSS("#api_key")))
+	// The answer is a new page with the error on it: waiting for the error,
+	// not for the form (the old page's form is there until the new page
+	// replaces it, and a key typed into it is lost).
+	b.do("see the form again, with the error", chromedp.WaitVisible(chromedp.CSS("#error")))
+	if msg := b.text("#error"); !strings.Contains(msg, "not an active API key") {
+		t.Fatalf("a wrong key's page says %q", msg)
+	}
 	b.do("paste the key and allow", chromedp.SendKeys(chromedp.CSS("#api_key"), apiKey), chromedp.Click(chromedp.CSS("#allow")))
 	if res := n.Next("RESULT"); !strings.Contains(res, "oauth-ok") {
 		t.Fatalf("tool result after sign-in: %s", res)
