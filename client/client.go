@@ -226,7 +226,13 @@ func (c *Client) send(ctx context.Context, method, target string, body []byte, a
 	hreq.Header.Set("Accept", accept)
 	hreq.Header.Set("User-Agent", "scratchrun-go/"+Version())
 	if body != nil {
-		hreq.Header.Set("Content-Type", "application/json")
+		// A PUT is a session's file, sent as its bytes; every other body
+		// is the API's JSON.
+		ct := "application/json"
+		if method == http.MethodPut {
+			ct = "application/octet-stream"
+		}
+		hreq.Header.Set("Content-Type", ct)
 	}
 	if key != "" {
 		hreq.Header.Set("Idempotency-Key", key)

@@ -14,7 +14,8 @@
 //
 // Calls the server refused before any of it ran (429, a 503 naming its
 // reason) are retried after the server's Retry-After, within bounds
-// (WithRetries, WithoutRetries). A lost connection is retried only when
+// (WithRetries, WithoutRetries); the key's maximum of open sessions
+// (CodeSessionLimit) is not, as waiting frees none. A lost connection is retried only when
 // the call carries an Idempotency-Key (WithIdempotencyKey per call,
 // WithAutoIdempotency for all): the server then runs the code at most
 // once and answers the retry with the first run's result.

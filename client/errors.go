@@ -68,6 +68,9 @@ type APIError struct {
 	Limit  int
 	// RetryAfter is the server's Retry-After, zero when it sent none.
 	RetryAfter time.Duration
+	// Ended is how and when a session ended, in the answer to a use of
+	// it after (CodeSessionEnded).
+	Ended *execapi.SessionEnd
 }
 
 // Error says the status, code and message, and when to retry if the server said.
@@ -114,6 +117,9 @@ func (e *APIError) Unwrap() []error {
 	if e.Code == CodeWorkerLost {
 		return []error{&execapi.WorkerLostError{Why: "reported by the server: " + e.Message}}
 	}
+	if err := e.sessionError(); err != nil {
+		return []error{err}
+	}
 	if r := e.refusal(); r != nil {
 		return []error{r}
 	}
@@ -158,11 +164,12 @@ func (e *APIError) refusal() *execapi.Refusal {
 // (httpapi.ErrorDocument; this package does not import the server).
 type errorDocument struct {
 	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-		Reason  string `json:"reason"`
-		Field   string `json:"field"`
-		Limit   int    `json:"limit"`
+		Code    string              `json:"code"`
+		Message string              `json:"message"`
+		Reason  string              `json:"reason"`
+		Field   string              `json:"field"`
+		Limit   int                 `json:"limit"`
+		Ended   *execapi.SessionEnd `json:"ended"`
 	} `json:"error"`
 }
 
@@ -188,7 +195,7 @@ func errorFrom(status int, data []byte) *APIError {
 		return e
 	}
 	d := doc.Error
-	e.Code, e.Message, e.Field, e.Reason, e.Limit = d.Code, d.Message, d.Field, d.Reason, d.Limit
+	e.Code, e.Message, e.Field, e.Reason, e.Limit, e.Ended = d.Code, d.Message, d.Field, d.Reason, d.Limit, d.Ended
 	return e
 }
 

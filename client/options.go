@@ -65,7 +65,8 @@ func WithMargin(d time.Duration) Option {
 // WithRetries bounds the retries of one call: at most max retries, waiting
 // at most maxWait in all. A call is retried when the server refused it
 // before any of it ran (429, or 503 naming a refusal's reason), after the
-// server's Retry-After; and when the connection was lost, or a 503 gave no
+// server's Retry-After, except the key's maximum of sessions
+// (CodeSessionLimit: waiting frees none, closing one does); and when the connection was lost, or a 503 gave no
 // reason, only if the call carries an Idempotency-Key (then the server
 // runs it at most once). A Retry-After beyond what is left of maxWait ends
 // the retries: the error says when to come back.

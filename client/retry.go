@@ -64,14 +64,18 @@ func (c *Client) retrying(ctx context.Context, idempotent bool, attempt func() e
 }
 
 // retryDelay says whether err may be retried, and after how long: a
-// refusal (nothing of the call ran) after its Retry-After; a lost
-// connection or a 503 without a reason (a run the server may have begun)
-// only when the call is idempotent.
+// refusal (nothing of the call ran) after its Retry-After, but for the
+// key's maximum of sessions; a lost connection or a 503 without a reason
+// (a run the server may have begun) only when the call is idempotent.
 func retryDelay(err error, idempotent bool, n int) (time.Duration, bool) {
 	backoff := min(firstBackoff<<n, maxBackoff)
 	var ae *APIError
 	if errors.As(err, &ae) {
 		switch {
+		case ae.Code == CodeSessionLimit:
+			// Waiting frees none of the key's sessions (the server sends
+			// no Retry-After): only its owner closing one, or a TTL, does.
+			return 0, false
 		case ae.refused() && ae.RetryAfter > 0:
 			return ae.RetryAfter, true
 		case ae.refused():

@@ -40,6 +40,7 @@ func cmdBench(args []string) int {
 	sweep := fs.String("sweep", "", "instead of timing a workload against bare, send bursts of this many calls at once (`LIST`, e.g. 1,100,200) through an engine with a server's defaults (admission, warm pool), and report successes, refusals, latency and memory")
 	rounds := fs.Int("rounds", 2, "bursts per concurrency of --sweep (the warm pool grows after the first)")
 	pause := fs.Duration("pause", 15*time.Second, "pause between the bursts of --sweep (lets the warm pool refill)")
+	session := fs.Bool("session", false, "instead of comparing with bare alone, measure a call in a warm session (one per concurrent caller) against the same code as a plain call and bare, and an idle session's memory (turns sessions on for this run)")
 	clustered := fs.Bool("cluster", false, "instead of comparing with bare, measure what a cluster's hop adds: the same engine called directly and through a front end, NATS (--nats) and a worker in this process, alternately (--workload takes a list; default bash-echo,python-print)")
 	set := withSettings(fs, "usage: scratchrun bench [--workload NAME] [--n N] [--cluster --nats URL] [flags]\n\nflags:\n", settings.Bench)
 	if _, err := parseInterspersed(fs, args); err != nil {
@@ -95,6 +96,12 @@ func cmdBench(args []string) int {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		return benchSweep(ctx, w, levels, sweepOptions{rounds: *rounds, pause: *pause, network: *network, pool: *pool, setup: setup, json: *asJSON})
+	}
+	if *session {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return benchSession(ctx, sessionBenchOptions{workload: w, pool: *pool, setup: setup, json: *asJSON,
+			opts: bench.Options{N: *n, Concurrency: *concurrency, Network: *network, Warmup: *warmup, Interval: *interval}})
 	}
 	store, err := openStore(setup.dataDir)
 	if err != nil {

@@ -52,6 +52,16 @@ type testCluster struct {
 	fronts  []*serveProcess
 	// metrics are the front ends' keyless /metrics addresses.
 	metrics []string
+	// sessions is whether workers and front ends hold sessions
+	// (--sessions).
+	sessions bool
+}
+
+// clusterShape is how many workers (of workerLevels) and front ends a
+// test cluster has, and whether they hold sessions.
+type clusterShape struct {
+	workers, fronts int
+	sessions        bool
 }
 
 // workerProcess is one running `scratchrun worker`.
@@ -65,7 +75,14 @@ type workerProcess struct {
 // three workers.
 func startCluster(t *testing.T) *testCluster {
 	t.Helper()
-	c := &testCluster{t: t, dir: t.TempDir(), secrets: map[string]string{}}
+	return startClusterOf(t, clusterShape{workers: len(workerLevels), fronts: 2})
+}
+
+// startClusterOf starts a cluster of shape and waits until its front
+// ends see its workers.
+func startClusterOf(t *testing.T, shape clusterShape) *testCluster {
+	t.Helper()
+	c := &testCluster{t: t, dir: t.TempDir(), secrets: map[string]string{}, sessions: shape.sessions}
 	for _, user := range []string{"frontend", "worker-1", "worker-2", "worker-3"} {
 		c.secrets[user] = randomSecret(t)
 		t.Setenv("SCRATCHRUN_NATS_"+strings.ToUpper(strings.ReplaceAll(user, "-", "_"))+"_PASSWORD", c.secrets[user])
@@ -81,20 +98,23 @@ func startCluster(t *testing.T) *testCluster {
 	}
 	t.Cleanup(func() { c.keys.Close() })
 	// The workers stop before the servers do (cleanups run in reverse).
-	for i := range workerLevels {
+	for i := range shape.workers {
 		c.workers = append(c.workers, c.startWorker(i))
 	}
 	// Each front end picks its metrics port and says which: a port found
 	// free beforehand could be taken by the time it listens.
 	metricsAt := regexp.MustCompile(`metrics \(no key\) at (http://127\.0\.0\.1:\d+)/metrics`)
-	for i := 0; i < 2; i++ {
-		fe := startServeEnv(t, []string{"SCRATCHRUN_NATS_PASSWORD=" + c.secrets["frontend"]},
-			"--nats", strings.Join(c.nats.URLs(), ","), "--nats-ca", c.ca, "--nats-user", "frontend",
-			"--db", c.db, "--metrics-addr", "127.0.0.1:0")
+	for range shape.fronts {
+		args := []string{"--nats", strings.Join(c.nats.URLs(), ","), "--nats-ca", c.ca, "--nats-user", "frontend",
+			"--db", c.db, "--metrics-addr", "127.0.0.1:0"}
+		if c.sessions {
+			args = append(args, "--sessions")
+		}
+		fe := startServeEnv(t, []string{"SCRATCHRUN_NATS_PASSWORD=" + c.secrets["frontend"]}, args...)
 		c.fronts = append(c.fronts, fe)
 		c.metrics = append(c.metrics, fe.waitLog(t, metricsAt))
 	}
-	c.waitWorkers(3)
+	c.waitWorkers(shape.workers)
 	return c
 }
 
@@ -105,8 +125,12 @@ func (c *testCluster) workerArgs(i int) []string {
 	if id == "worker-3" {
 		runtimes = "bash,python3.13"
 	}
-	return []string{"worker", "--nats", strings.Join(c.nats.URLs(), ","), "--nats-ca", c.ca, "--nats-user", id,
+	args := []string{"worker", "--nats", strings.Join(c.nats.URLs(), ","), "--nats-ca", c.ca, "--nats-user", id,
 		"--runtimes", runtimes, "--capacity", strconv.Itoa(workerCapacity)}
+	if c.sessions {
+		args = append(args, "--sessions")
+	}
+	return args
 }
 
 // startWorker starts worker i and waits until it says it serves.

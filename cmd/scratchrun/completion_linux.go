@@ -43,6 +43,7 @@ var (
 		flagOf("sweep", true, "bursts of this many calls at once"),
 		flagOf("rounds", true, "bursts per concurrency of --sweep"),
 		flagOf("pause", true, "pause between the bursts of --sweep"),
+		flagOf("session", false, "measure a call in a warm session against a plain call"),
 		flagOf("cluster", false, "measure what a cluster's hop adds"),
 	}}
 	keysSettings   = []settings.Command{settings.Keys}

@@ -71,6 +71,7 @@ func parseEngine(v *settings.Values, cmd settings.Command) (engineSetup, error) 
 	if cmd != settings.Exec {
 		cfg.Admission = parseAdmission(v, cmd)
 		cfg.Pool = parsePool(v, policy.AllowEgress)
+		cfg.Sessions.Policy = parseSessionPolicy(v, cmd)
 	}
 	if policy.AllowEgress {
 		s.network = parseNetwork(v)
@@ -116,6 +117,29 @@ func parseAdmission(v *settings.Values, cmd settings.Command) admission.Settings
 	}
 	a.QueueWait = wait.admission()
 	return a
+}
+
+// parseSessionPolicy reads the sessions cmd offers (off unless
+// --sessions). A worker bounds no key's sessions: its front ends do, over
+// every worker.
+func parseSessionPolicy(v *settings.Values, cmd settings.Command) execapi.SessionPolicy {
+	if !settings.Sessions.AppliesTo(cmd) || !v.Bool(settings.Sessions) {
+		return execapi.SessionPolicy{}
+	}
+	p := execapi.SessionPolicy{
+		Enabled:     true,
+		IdleTTL:     v.Duration(settings.SessionsIdleTTL),
+		MaxIdleTTL:  v.Duration(settings.SessionsMaxIdleTTL),
+		MaxLifetime: v.Duration(settings.SessionsMaxLifetime),
+		MaxMemoryMB: v.Int(settings.SessionsMaxMemory),
+	}
+	if settings.SessionsPerKey.AppliesTo(cmd) {
+		p.PerKey = v.Int(settings.SessionsPerKey)
+	}
+	if settings.SessionsMax.AppliesTo(cmd) {
+		p.Max = v.Int(settings.SessionsMax)
+	}
+	return p
 }
 
 // parsePool reads the warm pool of a server; it keeps egress sandboxes

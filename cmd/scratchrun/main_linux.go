@@ -25,6 +25,7 @@ func init() {
 		{"serve", cmdServe, "run the HTTP API server; with --nats, a cluster's front end", serveCompletion},
 		{"worker", cmdWorker, "serve a cluster's calls with this machine's engine", workerCompletion},
 		{"keys", cmdKeys, "manage the server's API keys", keysCompletion},
+		{"sessions", cmdSessions, "list and end the server's code sessions", sessionsCompletion},
 		{"images", cmdImages, "manage runtime images", imagesCompletion},
 		{"bench", cmdBench, "measure a workload in sandboxes", benchCompletion},
 		{"setup", cmdSetup, "ready this machine after a package install", setupCompletion},
@@ -49,6 +50,7 @@ commands:
   serve     run the HTTP API server (POST /v1/exec, /mcp, /metrics); with --nats, a cluster's front end
   worker    serve a cluster's calls with this machine's engine (scratchrun worker --nats URL)
   keys      manage the server's API keys (create, list, revoke, usage)
+  sessions  list and end the server's code sessions (list [--key ID|NAME], end HASH...)
   images    manage runtime images
               scratchrun images build [RUNTIME|IMAGE...] [--force]
               scratchrun images list

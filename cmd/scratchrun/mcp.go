@@ -56,13 +56,14 @@ func cmdMCP(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	runs := &trackedService{Service: svc, base: ctx}
+	served := withSessions(runs, svc)
 	opts := c.sessions.apply(mcpserver.Options{Logger: log, Version: buildinfo.Get().Version, Redact: append(redact, c.token)})
 
 	var status int
 	if c.http != "" {
-		status = serveMCPHTTP(ctx, stop, c.http, c.token, c.conns, runs, opts)
+		status = serveMCPHTTP(ctx, stop, c.http, c.token, c.conns, served, opts)
 	} else {
-		status = serveMCPStdio(ctx, runs, opts)
+		status = serveMCPStdio(ctx, served, opts)
 	}
 	// Whatever ended the server (stdin closed, a signal), runs still in
 	// flight have nobody to answer: kill their sandboxes and wait for the

@@ -1,16 +1,6 @@
 package main
 
 import (
-	"archive/tar"
-	"archive/zip"
-	"bytes"
-	"compress/gzip"
-	"crypto/sha1"
-	"crypto/sha256"
-	"crypto/sha512"
-	"encoding/base64"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -24,6 +14,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/scratchrun/scratchrun/internal/testenv"
+	"github.com/scratchrun/scratchrun/internal/testenv/pkgindex"
 )
 
 // The package tests' world: the engine runs in a network namespace of its
@@ -108,118 +99,6 @@ func (w *packageWorld) exec(t *testing.T, env []string, args ...string) cliResul
 	return runCLI(t, cmd)
 }
 
-// packageIndex serves a PEP 503 simple index (/simple/) and an npm registry
-// (/npm/) holding packages the test builds.
-type packageIndex struct {
-	wheels   map[string][]byte // project -> wheel file
-	tarballs map[string][]byte // npm package -> tarball
-}
-
-func (p *packageIndex) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
-	switch {
-	case len(parts) == 2 && parts[0] == "simple":
-		whl, ok := p.wheels[parts[1]]
-		if !ok {
-			http.NotFound(w, r)
-			return
-		}
-		sum := sha256.Sum256(whl)
-		fmt.Fprintf(w, "<!DOCTYPE html><html><body><a href=\"/files/%s#sha256=%s\">%s</a></body></html>\n",
-			wheelName(parts[1]), hex.EncodeToString(sum[:]), wheelName(parts[1]))
-	case len(parts) == 2 && parts[0] == "files":
-		for project, whl := range p.wheels {
-			if wheelName(project) == parts[1] {
-				w.Write(whl)
-				return
-			}
-		}
-		http.NotFound(w, r)
-	case len(parts) == 2 && parts[0] == "npm":
-		tgz, ok := p.tarballs[parts[1]]
-		if !ok {
-			http.NotFound(w, r)
-			return
-		}
-		sha1sum := sha1.Sum(tgz)
-		sha512sum := sha512.Sum512(tgz)
-		version := map[string]any{"name": parts[1], "version": "1.0.0", "main": "index.js", "dist": map[string]any{
-			"tarball":   fmt.Sprintf("%s/npm/%s/-/%s-1.0.0.tgz", indexURL, parts[1], parts[1]),
-			"shasum":    hex.EncodeToString(sha1sum[:]),
-			"integrity": "sha512-" + base64.StdEncoding.EncodeToString(sha512sum[:]),
-		}}
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(map[string]any{"name": parts[1], "dist-tags": map[string]string{"latest": "1.0.0"},
-			"versions": map[string]any{"1.0.0": version}})
-	case len(parts) == 4 && parts[0] == "npm" && parts[2] == "-":
-		if tgz, ok := p.tarballs[parts[1]]; ok && parts[3] == parts[1]+"-1.0.0.tgz" {
-			w.Write(tgz)
-			return
-		}
-		http.NotFound(w, r)
-	default:
-		http.NotFound(w, r)
-	}
-}
-
-func wheelName(project string) string {
-	return strings.ReplaceAll(project, "-", "_") + "-1.0-py3-none-any.whl"
-}
-
-// buildWheel makes a pure-Python wheel of project holding files (paths
-// relative to site-packages), with the metadata pip checks.
-func buildWheel(t *testing.T, project string, files map[string][]byte) []byte {
-	t.Helper()
-	dist := strings.ReplaceAll(project, "-", "_") + "-1.0.dist-info"
-	all := map[string][]byte{
-		dist + "/METADATA": []byte("Metadata-Version: 2.1\nName: " + project + "\nVersion: 1.0\n"),
-		dist + "/WHEEL":    []byte("Wheel-Version: 1.0\nGenerator: scratchrun-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"),
-	}
-	for k, v := range files {
-		all[k] = v
-	}
-	var record strings.Builder
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	for name, data := range all {
-		f, err := zw.Create(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.Write(data)
-		sum := sha256.Sum256(data)
-		fmt.Fprintf(&record, "%s,sha256=%s,%d\n", name, base64.RawURLEncoding.EncodeToString(sum[:]), len(data))
-	}
-	fmt.Fprintf(&record, "%s/RECORD,,\n", dist)
-	f, err := zw.Create(dist + "/RECORD")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Write([]byte(record.String()))
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
-
-// buildNpmTarball makes an npm package tarball (package/...).
-func buildNpmTarball(t *testing.T, name string, index string) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(zw)
-	for file, body := range map[string]string{
-		"package/package.json": fmt.Sprintf(`{"name": %q, "version": "1.0.0", "main": "index.js"}`, name),
-		"package/index.js":     index,
-	} {
-		tw.WriteHeader(&tar.Header{Name: file, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(body))})
-		tw.Write([]byte(body))
-	}
-	tw.Close()
-	zw.Close()
-	return buf.Bytes()
-}
-
 // Agents with egress install what they miss: pip (both Python images) and
 // npm fetch from the indexes, the packages work, land in the call's own
 // writable layer and are gone in the next call; a package too big for the
@@ -229,18 +108,19 @@ func TestPipAndNpmInstallWithEgress(t *testing.T) {
 	big := make([]byte, 24<<20)
 	rng := rand.NewChaCha8([32]byte{1})
 	rng.Read(big)
-	index := &packageIndex{
-		wheels: map[string][]byte{
-			"scratchrun-hello": buildWheel(t, "scratchrun-hello", map[string][]byte{
+	index := &pkgindex.Index{
+		URL: indexURL,
+		Wheels: map[string][]byte{
+			"scratchrun-hello": pkgindex.Wheel(t, "scratchrun-hello", map[string][]byte{
 				"scratchrun_hello/__init__.py": []byte("GREETING = 'hello from the index'\n"),
 			}),
-			"scratchrun-big": buildWheel(t, "scratchrun-big", map[string][]byte{
+			"scratchrun-big": pkgindex.Wheel(t, "scratchrun-big", map[string][]byte{
 				"scratchrun_big/__init__.py": []byte(""),
 				"scratchrun_big/data.bin":    big,
 			}),
 		},
-		tarballs: map[string][]byte{
-			"scratchrun-hello": buildNpmTarball(t, "scratchrun-hello", "module.exports = {greeting: 'hello from npm'};\n"),
+		Tarballs: map[string][]byte{
+			"scratchrun-hello": pkgindex.NpmTarball(t, "scratchrun-hello", "module.exports = {greeting: 'hello from npm'};\n"),
 		},
 	}
 	w := newPackageWorld(t, index)

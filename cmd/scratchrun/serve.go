@@ -22,6 +22,7 @@ import (
 	"github.com/scratchrun/scratchrun/internal/execapi"
 	"github.com/scratchrun/scratchrun/internal/httpapi"
 	"github.com/scratchrun/scratchrun/internal/mcpserver"
+	"github.com/scratchrun/scratchrun/internal/sessionrecord"
 	"github.com/scratchrun/scratchrun/internal/store"
 )
 
@@ -46,6 +47,9 @@ type served struct {
 	drainTimeout time.Duration // 0: httpapi's, for a local engine
 	close        func()
 	describe     func() string
+	// sessions, when the engine's are on (--sessions), keeps their rows:
+	// the console's Sessions page reads it. Nil: sessions off.
+	sessions *sessionrecord.Recorder
 }
 
 // runServe opens what c describes, in order: the key store, the
@@ -82,14 +86,18 @@ func runServe(c serveConfig) int {
 	if err != nil {
 		return serveUsageError(err.Error())
 	}
-	s, err := openServed(c, log, dbShown)
+	s, err := openServed(ctx, c, keys, log, dbShown)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "scratchrun serve: %v\n", err)
 		return exitInternal
 	}
 	var mountConsole func(execapi.Service, func() httpapi.Live) http.Handler
 	if c.consoleToken != "" {
-		con, err := console.New(console.Config{Token: c.consoleToken, Keys: keys, MaxBodyBytes: c.bodyLimit, Logger: log})
+		cc := console.Config{Token: c.consoleToken, Keys: keys, MaxBodyBytes: c.bodyLimit, Logger: log}
+		if s.sessions != nil {
+			cc.Sessions, cc.SessionAdmin = keys, s.sessions
+		}
+		con, err := console.New(cc)
 		if err != nil {
 			s.close()
 			return serveUsageError("--console-token: " + err.Error())
@@ -112,6 +120,9 @@ func runServe(c serveConfig) int {
 		Console: mountConsole,
 		OAuth:   oauthCfg,
 		Logger:  log,
+		// The engine holds sessions when its configuration turns them on
+		// (--sessions); the routes follow it.
+		Sessions: httpapi.SessionsOffered(s.svc),
 	})
 	if err != nil {
 		s.close()
@@ -195,8 +206,10 @@ func serveListeners(c serveConfig, openToAll bool, dbShown string) (ln, metricsL
 	return ln, metricsLn, 0, true
 }
 
-// openServed opens the local engine, or with --nats the front end.
-func openServed(c serveConfig, log *slog.Logger, dbShown string) (served, error) {
+// openServed opens the local engine, or with --nats the front end. The
+// engine's sessions, when on, are recorded in keys' rows until the engine
+// closes.
+func openServed(ctx context.Context, c serveConfig, keys *store.Store, log *slog.Logger, dbShown string) (served, error) {
 	if c.clustered {
 		if !store.IsPostgresURL(c.db) {
 			fmt.Fprintf(os.Stderr, "scratchrun serve: warning: keys in the SQLite file %s: front ends on other machines cannot share it (use --db postgres://...)\n", dbShown)
@@ -205,18 +218,42 @@ func openServed(c serveConfig, log *slog.Logger, dbShown string) (served, error)
 		if err != nil {
 			return served{}, err
 		}
-		return served{svc: fe, policy: c.frontend.policy, metrics: fe.Collectors(), drainTimeout: c.frontend.drainTimeout(),
-			close:    func() { fe.Close(); nc.Close() },
+		svc, stop, err := frontendService(fe, keys, log)
+		if err != nil {
+			fe.Close()
+			nc.Close()
+			return served{}, err
+		}
+		return served{svc: svc, policy: c.frontend.policy, metrics: fe.Collectors(), drainTimeout: c.frontend.drainTimeout(),
+			close:    func() { stop(); fe.Close(); nc.Close() },
 			describe: func() string { return clusterText(fe, nc) }}, nil
 	}
 	eng, err := c.local.open(log)
 	if err != nil {
 		return served{}, err
 	}
-	return served{svc: eng, policy: eng.Policy(),
+	// The Recorder's loop stops before the engine closes, so that it ends
+	// no session of an engine going away.
+	recCtx, stopRecording := context.WithCancel(ctx)
+	svc, rec, err := recordEngine(recCtx, eng, keys, sessionrecord.Config{Logger: log})
+	if err != nil {
+		stopRecording()
+		eng.Close()
+		return served{}, err
+	}
+	return served{svc: svc, policy: eng.Policy(), sessions: rec,
 		close: func() {
+			stopRecording()
+			if rec != nil {
+				<-rec.Done()
+			}
 			if err := eng.Close(); err != nil {
 				fmt.Fprintf(os.Stderr, "scratchrun serve: release the engine: %v\n", err)
+			}
+			if rec != nil {
+				if err := endRecorded(keys, rec); err != nil {
+					fmt.Fprintf(os.Stderr, "scratchrun serve: mark the sessions ended: %v\n", err)
+				}
 			}
 		},
 		describe: func() string { return admissionText(eng.Admission()) }}, nil

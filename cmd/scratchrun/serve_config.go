@@ -39,6 +39,7 @@ type serveConfig struct {
 // call waits for a worker with room.
 type frontendSetup struct {
 	policy    execapi.Policy
+	sessions  execapi.SessionPolicy
 	queueWait queueWait
 }
 
@@ -98,6 +99,7 @@ func parseServe(args []string) (serveConfig, int, bool) {
 	if c.clustered {
 		c.frontend.policy, err = parsePolicy(v)
 		c.frontend.queueWait = operatorQueueWait(v)
+		c.frontend.sessions = parseSessionPolicy(v, settings.Frontend)
 	} else {
 		c.local, err = parseEngine(v, settings.Serve)
 	}

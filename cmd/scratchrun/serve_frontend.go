@@ -25,7 +25,7 @@ func openFrontend(n natsSetup, log *slog.Logger, f frontendSetup) (*frontend.Fro
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg := frontend.Config{Conn: nc, Policy: f.policy, QueueWait: f.queueWait.frontend(), Logger: log}
+	cfg := frontend.Config{Conn: nc, Policy: f.policy, Sessions: f.sessions, QueueWait: f.queueWait.frontend(), Logger: log}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	fe, err := frontend.New(ctx, cfg)

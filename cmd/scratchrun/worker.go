@@ -22,6 +22,7 @@ import (
 	"github.com/scratchrun/scratchrun/internal/buildinfo"
 	"github.com/scratchrun/scratchrun/internal/cluster"
 	"github.com/scratchrun/scratchrun/internal/cluster/worker"
+	"github.com/scratchrun/scratchrun/internal/execapi"
 	"github.com/scratchrun/scratchrun/internal/httpapi"
 	"github.com/scratchrun/scratchrun/internal/settings"
 )
@@ -74,8 +75,8 @@ func cmdWorker(args []string) int {
 			fmt.Fprintf(os.Stderr, "scratchrun worker: release the engine: %v\n", err)
 		}
 	}
-	w, err := worker.Start(worker.Config{ID: c.id, Conn: nc, Engine: eng, Runtimes: c.runtimes, Aliases: images.Aliases,
-		Version: buildinfo.Get().Version, Logger: log})
+	w, err := worker.Start(worker.Config{ID: c.id, Conn: nc, Engine: eng, Sessions: codeSessions(eng), Runtimes: c.runtimes,
+		Aliases: images.Aliases, Version: buildinfo.Get().Version, Logger: log})
 	if err != nil {
 		closeEngine()
 		fmt.Fprintf(os.Stderr, "scratchrun worker: %v\n", err)
@@ -240,4 +241,15 @@ func asWorkerID(name string) string {
 func workerUsageError(msg string) int {
 	fmt.Fprintf(os.Stderr, "scratchrun worker: %s\n", msg)
 	return exitUsage
+}
+
+// codeSessions is the engine's sessions when it holds them (--sessions):
+// the worker then serves them, and ends them as it stops, before the
+// engine is closed. Asked of the engine by the contract, so that a worker
+// built before the engine holds sessions simply serves none.
+func codeSessions(eng any) execapi.SessionService {
+	if s, ok := eng.(execapi.SessionService); ok && s.SessionPolicy().Enabled {
+		return s
+	}
+	return nil
 }

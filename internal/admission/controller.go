@@ -65,6 +65,10 @@ type Ticket struct {
 	c       *Controller
 	caller  string
 	timeout time.Duration // the run's own limit, to bound estimates
+	// resident is a call into a sandbox that already runs (AcquireRunning):
+	// it starts nothing, so it reserves no memory floor and does not count
+	// against the starting allowance.
+	resident bool
 
 	// Guarded by c.mu.
 	ready    chan struct{} // closed when admitted
@@ -115,22 +119,31 @@ func (c *Controller) Close() {
 // ends; a *execapi.Refusal when it waited in vain or could not wait; or
 // ctx's error when the caller went away while it waited.
 func (c *Controller) Acquire(ctx context.Context, caller string, timeout time.Duration) (*Ticket, error) {
+	return c.acquire(ctx, &Ticket{c: c, caller: caller, timeout: timeout, ready: make(chan struct{})})
+}
+
+// acquire admits t: at once when nothing waits before it and there is
+// room, else after waiting in the queue.
+func (c *Controller) acquire(ctx context.Context, t *Ticket) (*Ticket, error) {
 	now := time.Now()
-	t := &Ticket{c: c, caller: caller, timeout: timeout, ready: make(chan struct{})}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		return nil, ErrClosed
 	}
-	if c.queue.len() == 0 {
+	// A resident call passes calls that wait only for memory: it needs
+	// none that is not in use already.
+	if c.queue.len() == 0 || t.resident && c.blocked == execapi.RefusedMemory {
 		c.observeAllLocked(now)
-		reason := c.roomLocked()
+		reason := c.roomLocked(t)
 		if reason == "" {
 			c.grantLocked(t, now)
 			c.mu.Unlock()
 			return t, nil
 		}
-		c.blockedLocked(reason)
+		if c.queue.len() == 0 {
+			c.blockedLocked(reason)
+		}
 	}
 	if c.s.QueueWait < 0 || (c.s.MaxQueue > 0 && c.queue.len() >= c.s.MaxQueue) {
 		reason := execapi.RefusedQueueFull
@@ -228,6 +241,12 @@ func (c *Controller) grantLocked(t *Ticket, now time.Time) {
 	t.granted = true
 	t.admitted = now
 	c.running[t] = struct{}{}
+	if t.resident {
+		// Nothing to start: the CPU condition looks at it as at any
+		// call seen waiting, and counts it once seen computing.
+		t.phase = phaseLight
+		return
+	}
 	c.starting++
 }
 
@@ -268,9 +287,12 @@ func (c *Controller) loop() {
 func (c *Controller) stepLocked(now time.Time) bool {
 	c.observeAllLocked(now)
 	for c.queue.len() > 0 {
-		reason := c.roomLocked()
+		reason := c.roomLocked(c.queue.peek())
 		if reason != "" {
 			c.blockedLocked(reason)
+			if reason == execapi.RefusedMemory {
+				c.grantResidentLocked(now)
+			}
 			break
 		}
 		t := c.queue.pop()
@@ -283,16 +305,18 @@ func (c *Controller) stepLocked(now time.Time) bool {
 	return c.queue.len() > 0 || c.starting > 0 || c.cpuBound > 0
 }
 
-// roomLocked says why one more call cannot start now ("" when it can).
-func (c *Controller) roomLocked() execapi.RefusalReason {
+// roomLocked says why t cannot start now ("" when it can). A resident
+// call is held to capacity and to the CPUs, not to memory or the starting
+// allowance: its sandbox runs already.
+func (c *Controller) roomLocked(t *Ticket) execapi.RefusalReason {
 	if len(c.running) >= c.s.Capacity {
 		return execapi.RefusedAtCapacity
 	}
-	if c.memoryOn() && c.reservedLocked()+c.s.CallFloor > c.s.MemoryBudget {
+	if !t.resident && c.memoryOn() && c.reservedLocked()+c.s.CallFloor > c.s.MemoryBudget {
 		return execapi.RefusedMemory
 	}
 	if c.cpuOn() {
-		if c.starting >= c.allowance {
+		if !t.resident && c.starting >= c.allowance {
 			return execapi.RefusedCPU
 		}
 		// Once some calls compute, any still starting may too.

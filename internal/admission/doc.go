@@ -9,6 +9,11 @@
 // (memory, cpu, queue_full, at_capacity) and when to retry, estimated from
 // the runs in flight.
 //
+// A call into a sandbox that runs already (a session's) is admitted with
+// AcquireRunning: it counts toward the upper bound and the CPUs, but its
+// memory is in the gauge already, so it reserves no floor and does not
+// wait behind calls that wait for memory.
+//
 // The engine admits every call through it, so every front end (HTTP, MCP,
 // a cluster's worker) gets the same decisions and the same refusals, and
 // what it would admit now (Info's Free) is a number a worker can publish.

@@ -57,6 +57,34 @@ func (q *fairQueue) pop() *Ticket {
 	return t
 }
 
+// peek returns the ticket pop would return, leaving it queued (nil when
+// empty).
+func (q *fairQueue) peek() *Ticket {
+	if q.n == 0 {
+		return nil
+	}
+	next := q.next
+	if next >= len(q.ring) {
+		next = 0
+	}
+	return q.queues[q.ring[next]].Front().Value.(*Ticket)
+}
+
+// residents returns the resident tickets waiting, in the order of service
+// of their callers from the next one, each caller's in arrival order.
+func (q *fairQueue) residents() []*Ticket {
+	var out []*Ticket
+	for i := range q.ring {
+		l := q.queues[q.ring[(q.next+i)%len(q.ring)]]
+		for e := l.Front(); e != nil; e = e.Next() {
+			if t := e.Value.(*Ticket); t.resident {
+				out = append(out, t)
+			}
+		}
+	}
+	return out
+}
+
 // remove takes t out of the queue, if it is in it.
 func (q *fairQueue) remove(t *Ticket) {
 	l := q.queues[t.caller]

@@ -16,6 +16,13 @@
 // them, so a message lost with a NATS node is sent again rather than lost
 // with the call.
 //
+// A session's operations (open, a call in it, its files, fork, list, a
+// look-up of one, close, the operator's end) travel as calls do, by the same protocol, the
+// offer's HeaderOp naming the operation (SessionOp, SessionAnswer): a
+// session lives on the one worker that opened it, and a worker that stops
+// ends its sessions and names them in its last registration
+// (EndedSessions).
+//
 // The two sides are its subpackages: worker (an adapter of the local
 // engine, as httpapi is one over HTTP) and frontend (an execapi.Service
 // that places calls on workers). This package knows NATS and the contract

@@ -85,6 +85,9 @@ const (
 	HeaderRuntime = "Sr-Runtime"
 	HeaderNetwork = "Sr-Network"
 	HeaderCaller  = "Sr-Caller"
+	// HeaderOp names, in an offer, the session operation (OpSession*)
+	// its request is; absent for a plain call.
+	HeaderOp = "Sr-Op"
 	// statusHeader is NATS's own: "503" when nobody listens on a
 	// subject (no responders).
 	statusHeader = "Status"
@@ -187,6 +190,9 @@ type Failure struct {
 	Refusal *execapi.Refusal         `json:"refusal,omitempty"`
 	Invalid *execapi.ValidationError `json:"invalid,omitempty"`
 	Message string                   `json:"message,omitempty"`
+	// Session is a session error of the contract (not found, ended, a
+	// file's), passed on as it is.
+	Session *SessionFailure `json:"session,omitempty"`
 	// Elsewhere says that another worker may take the call: what made
 	// it invalid is this worker's (its operator allows no egress, say).
 	// Refusals always may go elsewhere.
@@ -206,6 +212,8 @@ func FailureOf(err error) Failure {
 		return Failure{Refusal: r}
 	case errors.As(err, &v):
 		return Failure{Invalid: v}
+	case sessionFailureOf(err) != nil:
+		return Failure{Session: sessionFailureOf(err)}
 	default:
 		return Failure{Message: err.Error()}
 	}
@@ -219,6 +227,8 @@ func (f Failure) Err(worker string) error {
 		return f.Refusal
 	case f.Invalid != nil:
 		return f.Invalid
+	case f.Session != nil && f.Session.err() != nil:
+		return f.Session.err()
 	default:
 		return fmt.Errorf("the run on worker %s failed: %s", worker, f.Message)
 	}
@@ -233,7 +243,7 @@ func EncodeFailure(f Failure) []byte {
 // DecodeFailure reads a failure's body; one it cannot read is a failed run.
 func DecodeFailure(data []byte) Failure {
 	var f Failure
-	if err := json.Unmarshal(data, &f); err != nil || f.Refusal == nil && f.Invalid == nil && f.Message == "" {
+	if err := json.Unmarshal(data, &f); err != nil || f.Refusal == nil && f.Invalid == nil && f.Message == "" && (f.Session == nil || f.Session.err() == nil) {
 		return Failure{Message: "the worker's account of the failure is unreadable"}
 	}
 	return f

@@ -27,6 +27,16 @@ type Registration struct {
 	execapi.Info
 	// Aliases are the aliases it resolves (alias -> runtime), if any.
 	Aliases map[string]string `json:"aliases,omitempty"`
+	// Sessions says the worker holds sessions (its engine's are on):
+	// front ends open them only on such workers.
+	Sessions bool `json:"sessions,omitempty"`
+	// Draining is set on the last registration of a worker that stops:
+	// it takes no new calls, and EndedSessions says which of its sessions
+	// it ended.
+	Draining bool `json:"draining,omitempty"`
+	// EndedSessions are the sessions the worker ended as it stopped (at
+	// most MaxEndedSessions), so that their next call is told.
+	EndedSessions []EndedSession `json:"ended_sessions,omitempty"`
 	// Heartbeat is when it published this, by its own clock (for people:
 	// front ends judge liveness by when they heard it).
 	Heartbeat time.Time `json:"heartbeat"`
@@ -64,6 +74,9 @@ func DecodeRegistration(key string, data []byte) (Registration, error) {
 	var r Registration
 	if err := json.Unmarshal(data, &r); err != nil {
 		return Registration{}, fmt.Errorf("registration of %s: %w", key, err)
+	}
+	if len(r.EndedSessions) > MaxEndedSessions {
+		return Registration{}, fmt.Errorf("registration of %s lists %d ended sessions, more than %d", key, len(r.EndedSessions), MaxEndedSessions)
 	}
 	if r.ID != key {
 		return Registration{}, fmt.Errorf("registration under %s names worker %q", key, r.ID)

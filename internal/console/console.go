@@ -10,6 +10,7 @@ import (
 
 	"github.com/scratchrun/scratchrun/internal/execapi"
 	"github.com/scratchrun/scratchrun/internal/httpapi"
+	"github.com/scratchrun/scratchrun/internal/sessionrecord"
 	"github.com/scratchrun/scratchrun/internal/store"
 )
 
@@ -41,6 +42,16 @@ type Config struct {
 	// Logger receives sign-ins, sign-outs and failures; never the token,
 	// a key or a request's content.
 	Logger *slog.Logger
+	// Sessions, when set, offers the Sessions page: the store's rows of
+	// open code sessions (a *store.Store) and the operator's end
+	// requests. Unset (sessions off), the page and its routes are absent.
+	Sessions SessionRows
+	// SessionAdmin, when set, is the server's own sessions (a
+	// sessionrecord.Recorder), for the memory of those it holds.
+	SessionAdmin execapi.SessionAdmin
+	// SessionEndPoll is how soon a server ends a session the operator
+	// asked to end, as the page says (default sessionrecord.DefaultPoll).
+	SessionEndPoll time.Duration
 
 	// now is the clock of sessions and throttling (tests move it).
 	now func() time.Time
@@ -89,6 +100,9 @@ func New(cfg Config) (*Console, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.SessionEndPoll <= 0 {
+		cfg.SessionEndPoll = sessionrecord.DefaultPoll
+	}
 	if cfg.now == nil {
 		cfg.now = time.Now
 	}
@@ -134,6 +148,10 @@ func (c *Console) Mount(svc execapi.Service, live func() httpapi.Live) http.Hand
 	api("GET /console/api/live", h.liveState)
 	api("GET /console/api/runtimes", h.runtimes)
 	api("POST /console/api/run", h.run)
+	if c.cfg.Sessions != nil {
+		api("GET /console/api/sessions", h.listCodeSessions)
+		api("POST /console/api/sessions/{hash}/end", h.endCodeSession)
+	}
 	mux.HandleFunc("/console/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, httpapi.CodeNotFound, "no such console page or method: "+r.Method+" "+r.URL.Path)
 	})

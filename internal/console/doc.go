@@ -1,8 +1,10 @@
 // Package console is ScratchRun's web console, served by `scratchrun serve`
 // at /console when an operator token is configured: API keys (list, create,
 // revoke, change limits), usage (runs per key over time, outcomes,
-// durations, bytes, recent runs, CSV), what the server is doing now, and a
-// playground that runs code through the same gate as the API.
+// durations, bytes, recent runs, CSV), what the server is doing now, the
+// open code sessions when the server offers them (the store's rows; End
+// asks through the row), and a playground that runs code through the same
+// gate as the API.
 //
 // The pages are plain HTML, CSS and JavaScript embedded in the binary (no
 // CDN, no build step); they talk to a small JSON API under /console/api.

@@ -67,6 +67,10 @@ type consoleOptions struct {
 	// pools, when set, is the service's warm pool (as the engine reports
 	// it); unset, it keeps none.
 	pools map[execapi.PoolKey]int
+	// sessions offers the Sessions page over the test's store, and
+	// sessionAdmin (when set) the server's own sessions.
+	sessions     bool
+	sessionAdmin execapi.SessionAdmin
 }
 
 func startConsole(t *testing.T, o consoleOptions) *testConsole {
@@ -80,7 +84,11 @@ func startConsole(t *testing.T, o consoleOptions) *testConsole {
 		fake.Respond(o.respond)
 	}
 	clk := &clock{t: time.Now()}
-	con, err := New(Config{Token: testToken, Keys: keys, now: clk.now})
+	cfg := Config{Token: testToken, Keys: keys, now: clk.now}
+	if o.sessions {
+		cfg.Sessions, cfg.SessionAdmin = keys, o.sessionAdmin
+	}
+	con, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"log/slog"
+	"time"
 
 	"github.com/scratchrun/scratchrun/internal/admission"
 	"github.com/scratchrun/scratchrun/internal/execapi"
@@ -44,6 +45,26 @@ type Config struct {
 	Network *netpolicy.Manager
 	// Logger receives operational logs; never request env values or code.
 	Logger *slog.Logger
+	// Sessions configures the sessions the engine holds (SessionService);
+	// the zero value has them off, and the engine refuses every session
+	// call (SessionPolicy().Enabled false says so to front ends).
+	Sessions SessionsConfig
+}
+
+// SessionsConfig is what the engine holds its sessions to.
+type SessionsConfig struct {
+	// Policy is the operator's bounds (Enabled turns sessions on).
+	Policy execapi.SessionPolicy
+	// Interrupt is how long a kernel has to answer the SIGINT of a
+	// timeout before it is killed and restarted (default 2s).
+	Interrupt time.Duration
+	// Sweep is how often idle TTLs, lifetimes and lost sandboxes are
+	// looked at (default 1s).
+	Sweep time.Duration
+	// Tombstones bounds how many ended sessions are remembered, so that
+	// their owners learn why (default 4096); each is kept for
+	// Policy.MaxLifetime plus an hour at most.
+	Tombstones int
 }
 
 // DefaultConfig returns the documented defaults.

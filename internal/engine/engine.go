@@ -45,6 +45,8 @@ type Engine struct {
 	// background tracks slot deletions still running after their call.
 	background sync.WaitGroup
 	hostEnv    []string
+	// sessions holds the open sessions (none when they are off).
+	sessions *sessions
 }
 
 var _ execapi.Executor = (*Engine)(nil)
@@ -79,6 +81,7 @@ func New(cfg Config, store Images, backend sandbox.Backend) (*Engine, error) {
 	}
 	e.adm = admission.New(cfg.Admission, e.gauges())
 	e.pool = newPool(e, cfg.Pool)
+	e.sessions = newSessions(e, cfg.Sessions)
 	return e, nil
 }
 
@@ -102,7 +105,13 @@ func (e *Engine) gauges() admission.Gauges {
 		}
 		if applied {
 			g.Memory = mb.MemoryInUse
-			g.Reclaim = func(need int64) { e.pool.reclaim(need) }
+			// The warm pool gives back first (its sandboxes are idle by
+			// definition), then idle sessions.
+			g.Reclaim = func(need int64) {
+				if freed := e.pool.reclaim(need); freed < need {
+					e.sessions.evict(need - freed)
+				}
+			}
 		} else {
 			e.log.Warn("no memory budget: this backend cannot measure its sandboxes' memory together", "backend", e.backend.Name())
 		}
@@ -118,6 +127,7 @@ func (e *Engine) gauges() admission.Gauges {
 // (its table and ready slots) and the backend's cgroup parent. Runs must have
 // finished.
 func (e *Engine) Close() error {
+	e.EndAllSessions(execapi.EndServerShutdown)
 	e.pool.close()
 	e.background.Wait()
 	e.adm.Close()
@@ -276,7 +286,15 @@ type leased struct {
 // memory limit, lowered when a job arrives. background builds it at
 // background CPU weight (see sandbox.Config).
 func (e *Engine) lease(ctx context.Context, rt images.Resolved, key execapi.PoolKey, memory int64, prestart, background bool) (*leased, error) {
-	network := key.Network
+	cfg, err := e.sandboxConfig(rt, key, memory, prestart, background)
+	if err != nil {
+		return nil, err
+	}
+	return e.leaseWith(ctx, key, cfg, e.backend.Create)
+}
+
+// sandboxConfig is what lease creates a sandbox of rt with.
+func (e *Engine) sandboxConfig(rt images.Resolved, key execapi.PoolKey, memory int64, prestart, background bool) (sandbox.Config, error) {
 	cfg := sandbox.Config{
 		Image:         sandbox.Image{RootFS: rt.RootFS, UIDBase: rt.UIDBase},
 		MemoryBytes:   memory,
@@ -291,7 +309,7 @@ func (e *Engine) lease(ctx context.Context, rt images.Resolved, key execapi.Pool
 	if prestart && rt.Runtime.Warm != "" {
 		argv, err := warm.Command(rt.Runtime.Warm, rt.Runtime.WarmCommand)
 		if err != nil {
-			return nil, err
+			return sandbox.Config{}, err
 		}
 		env := e.environment(nil, rt.Runtime)
 		if key.Variant == variantHeavy && len(rt.Runtime.Preload) > 0 {
@@ -299,8 +317,15 @@ func (e *Engine) lease(ctx context.Context, rt images.Resolved, key execapi.Pool
 		}
 		cfg.Prestart = &sandbox.Prestart{Argv: argv, Env: env, Dir: workDir}
 	}
+	return cfg, nil
+}
+
+// leaseWith creates a sandbox with cfg through create (the backend's
+// Create, or a session's Fork), in an egress slot when key's network
+// says so.
+func (e *Engine) leaseWith(ctx context.Context, key execapi.PoolKey, cfg sandbox.Config, create func(context.Context, sandbox.Config) (sandbox.Sandbox, error)) (*leased, error) {
 	l := &leased{key: key}
-	if network == execapi.NetworkEgress {
+	if key.Network == execapi.NetworkEgress {
 		slot, err := e.cfg.Network.Acquire(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("network slot: %w", err)
@@ -311,7 +336,7 @@ func (e *Engine) lease(ctx context.Context, rt images.Resolved, key execapi.Pool
 			cfg.Network.DNS = append(cfg.Network.DNS, d.String())
 		}
 	}
-	sb, err := e.backend.Create(ctx, cfg)
+	sb, err := create(ctx, cfg)
 	if err != nil {
 		e.releaseSlot(l)
 		return nil, err

@@ -17,27 +17,46 @@ import (
 // bodies and malformed JSON become a *ValidationError naming the field where
 // it can.
 func DecodeRequest(r io.Reader, maxBytes int64) (Request, error) {
+	var req Request
+	if err := decodeStrict(r, maxBytes, requestFields, &req); err != nil {
+		return Request{}, err
+	}
+	return req, nil
+}
+
+// DecodeSessionRequest reads one JSON SessionRequest of at most maxBytes
+// from r by DecodeRequest's rules.
+func DecodeSessionRequest(r io.Reader, maxBytes int64) (SessionRequest, error) {
+	var req SessionRequest
+	if err := decodeStrict(r, maxBytes, sessionRequestFields, &req); err != nil {
+		return SessionRequest{}, err
+	}
+	return req, nil
+}
+
+// decodeStrict reads one JSON value of at most maxBytes from r into v,
+// whose keys fields describes, by DecodeRequest's rules.
+func decodeStrict(r io.Reader, maxBytes int64, fields Fields, v any) error {
 	data, err := io.ReadAll(io.LimitReader(r, maxBytes+1))
 	if int64(len(data)) > maxBytes {
-		return Request{}, invalid("body", "is larger than %d bytes", maxBytes)
+		return invalid("body", "is larger than %d bytes", maxBytes)
 	}
 	if err != nil {
 		e := invalid("body", "could not be read: %v", err)
 		e.cause = err
-		return Request{}, e
+		return e
 	}
-	if err := CheckKeys(data, requestFields); err != nil {
-		return Request{}, err
+	if err := CheckKeys(data, fields); err != nil {
+		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
-	var req Request
-	if err := dec.Decode(&req); err != nil {
-		return Request{}, jsonError(err)
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return Request{}, invalid("body", "holds more than one JSON value")
+		return invalid("body", "holds more than one JSON value")
 	}
-	return req, nil
+	return nil
 }
 
 func jsonError(err error) error {

@@ -52,6 +52,9 @@ type Info struct {
 	// machines run under software emulation (microvm on a host without a
 	// usable KVM): EmulationWarning.
 	SoftwareEmulation bool `json:"software_emulation,omitempty"`
+	// Sessions describes the sessions the executor offers; nil (absent)
+	// when it offers none.
+	Sessions *SessionsInfo `json:"sessions,omitempty"`
 }
 
 // AdmissionInfo is an executor's admission at one moment: what it measured,

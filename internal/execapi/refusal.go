@@ -39,6 +39,17 @@ const (
 	// RefusedNoWorkers: a front end of a cluster has no live worker to
 	// place the call on (none registered, or all stopped heartbeating).
 	RefusedNoWorkers RefusalReason = "no_workers"
+	// RefusedKeySessions: the caller's API key has its maximum of
+	// sessions open (Limit); one must end before another opens.
+	RefusedKeySessions RefusalReason = "key_sessions"
+	// RefusedSessionsFull: the executor holds its maximum of sessions
+	// open (Limit), of all callers.
+	RefusedSessionsFull RefusalReason = "sessions_full"
+	// RefusedSessionWorkerUnanswered: the cluster worker that holds the
+	// session is registered but did not take the operation in time (busy,
+	// or slow on the network); nothing ran, the session is not lost, and a
+	// retry may reach it.
+	RefusedSessionWorkerUnanswered RefusalReason = "session_worker_unanswered"
 )
 
 // AdmissionRefusals are the reasons an executor's admission refuses a call
@@ -53,6 +64,9 @@ const (
 	CodeConcurrencyLimit = "concurrency_limited"
 	CodeDraining         = "draining"
 	CodeNoWorkers        = "no_workers"
+	// CodeSessionWorkerUnanswered: a session's cluster worker did not take
+	// the operation in time (HTTP 503, Retry-After).
+	CodeSessionWorkerUnanswered = "session_worker_unanswered"
 )
 
 // ErrDraining is what a Refusal for RefusedDraining unwraps to.
@@ -100,6 +114,12 @@ func (r *Refusal) Error() string {
 		return ErrDraining.Error() + "; retry against another server or once it is back"
 	case RefusedNoWorkers:
 		return "no worker of the cluster is live to run the call. " + r.retry()
+	case RefusedKeySessions:
+		return fmt.Sprintf("this API key already has %d sessions open, its limit: close one, or wait for one to expire", r.Limit)
+	case RefusedSessionWorkerUnanswered:
+		return "the cluster worker that holds the session did not take the operation in time; nothing ran and the session is not lost. " + r.retry()
+	case RefusedSessionsFull:
+		return fmt.Sprintf("at capacity: this server holds its maximum of %d open sessions. %s", r.Limit, r.retry())
 	}
 	if r.Field != "" {
 		return r.Field + ": " + r.Detail
@@ -133,8 +153,12 @@ func (r *Refusal) Unwrap() error {
 		return ErrDraining
 	case RefusedUnknownRuntime:
 		return &ValidationError{Field: r.Field, Message: r.Detail}
-	case RefusedAtCapacity, RefusedQueueFull, RefusedMemory, RefusedCPU, RefusedKeyRate, RefusedKeyConcurrency:
+	case RefusedAtCapacity, RefusedQueueFull, RefusedMemory, RefusedCPU, RefusedKeyRate, RefusedKeyConcurrency, RefusedSessionsFull:
 		return ErrAtCapacity
+	case RefusedKeySessions:
+		// Not capacity that frees by itself shortly: the caller's own
+		// sessions hold it.
+		return ErrSessionLimit
 	}
 	if r.Field != "" {
 		return &ValidationError{Field: r.Field, Message: r.Detail}
@@ -145,8 +169,10 @@ func (r *Refusal) Unwrap() error {
 // Code is the API error code the refusal is answered with.
 func (r *Refusal) Code() string {
 	switch r.Reason {
-	case RefusedAtCapacity, RefusedQueueFull, RefusedMemory, RefusedCPU:
+	case RefusedAtCapacity, RefusedQueueFull, RefusedMemory, RefusedCPU, RefusedSessionsFull:
 		return CodeAtCapacity
+	case RefusedKeySessions:
+		return CodeSessionLimit
 	case RefusedKeyRate:
 		return CodeRateLimited
 	case RefusedKeyConcurrency:
@@ -155,6 +181,8 @@ func (r *Refusal) Code() string {
 		return CodeDraining
 	case RefusedNoWorkers:
 		return CodeNoWorkers
+	case RefusedSessionWorkerUnanswered:
+		return CodeSessionWorkerUnanswered
 	case RefusedUnknownRuntime:
 		return CodeInvalidRequest
 	}

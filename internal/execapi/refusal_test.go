@@ -22,6 +22,8 @@ func allRefusals() []*Refusal {
 		{Reason: RefusedDraining},
 		{Reason: RefusedUnknownRuntime, Field: "runtime", Detail: `runtime "cobol" is not installed; installed runtimes: bash`},
 		{Reason: RefusedNoWorkers, RetryAfter: 2 * time.Second},
+		{Reason: RefusedKeySessions, Limit: 4},
+		{Reason: RefusedSessionsFull, RetryAfter: 5 * time.Second, Limit: 64},
 	}
 }
 
@@ -39,6 +41,13 @@ func TestRefusalWordsAndUnwraps(t *testing.T) {
 			// Not the capacity of a machine that was used up: no machine.
 			if errors.Is(r, ErrAtCapacity) || IsValidation(r) || r.Code() != CodeNoWorkers ||
 				msg != "no worker of the cluster is live to run the call. Retry after 2 seconds" {
+				t.Errorf("%s: %q, code %q", r.Reason, msg, r.Code())
+			}
+		case RefusedKeySessions:
+			// The caller's own sessions hold it: no retry after a while
+			// is promised, and it is not the machine's capacity.
+			if errors.Is(r, ErrAtCapacity) || !errors.Is(r, ErrSessionLimit) || r.Code() != CodeSessionLimit || SessionErrorCode(r) != CodeSessionLimit ||
+				msg != "this API key already has 4 sessions open, its limit: close one, or wait for one to expire" {
 				t.Errorf("%s: %q, code %q", r.Reason, msg, r.Code())
 			}
 		case RefusedUnknownRuntime:

@@ -48,7 +48,12 @@ type Result struct {
 // Finish derives Outcome and Note from ExitCode, StatePurged and Facts. An
 // Executor that builds a Result calls it once, when everything else is in
 // place; it is the one place where a run's facts become words.
-func (r *Result) Finish() {
+func (r *Result) Finish() { r.finish(true) }
+
+// finish is Finish; teardown says whether the call's sandbox was torn
+// down, so that StatePurged false is news (a call in a session that goes
+// on keeps its sandbox by design).
+func (r *Result) finish(teardown bool) {
 	if r.Files == nil {
 		r.Files = map[string]string{}
 	}
@@ -58,7 +63,7 @@ func (r *Result) Finish() {
 	for _, sentence := range r.Facts.sentences(r.ExitCode) {
 		r.AddNote(sentence)
 	}
-	if !r.StatePurged {
+	if teardown && !r.StatePurged {
 		r.AddNote("Teardown of the sandbox could not be verified")
 	}
 }

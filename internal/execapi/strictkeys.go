@@ -147,6 +147,9 @@ func orBody(path string) string {
 // their json tags so that they cannot drift from the wire format.
 var requestFields = fieldsOf(reflect.TypeFor[Request]())
 
+// sessionRequestFields are SessionRequest's, likewise.
+var sessionRequestFields = fieldsOf(reflect.TypeFor[SessionRequest]())
+
 func fieldsOf(t reflect.Type) Fields {
 	out := Fields{}
 	for i := range t.NumField() {

@@ -34,7 +34,8 @@ type ErrorAnswer struct {
 
 // AnswerError is the answer to the error of a call (the gate's, the
 // engine's or a cluster's): a refusal with its status, reason and
-// Retry-After; a lost worker 502; a bad request 400 naming its field; an
+// Retry-After; a session's error with its own (sessionAnswer); a lost
+// worker 502; a bad request 400 naming its field; an
 // unknown or revoked key 401; a run the server cut short as it shut down
 // 503; anything else 500.
 func AnswerError(err error) ErrorAnswer {
@@ -44,6 +45,8 @@ func AnswerError(err error) ErrorAnswer {
 	switch {
 	case errors.As(err, &refusal):
 		return refusalAnswer(refusal)
+	case execapi.SessionErrorCode(err) != "":
+		return sessionAnswer(err, execapi.SessionErrorCode(err))
 	case errors.As(err, &lost):
 		return ErrorAnswer{Status: http.StatusBadGateway, Doc: document(execapi.CodeWorkerLost, lost.Error()), err: err}
 	case execapi.IsValidation(err):

@@ -21,9 +21,23 @@
 // connection is bounded in time and number (NewBoundedServer, shared with
 // `scratchrun mcp --http`), and every route refuses what a web page could
 // send (GuardOrigin). The API's OpenAPI document (package openapi) is
-// served at GET /v1/openapi.json; every route is registered through one
-// table (routeTable), and the tests check the document against that table,
-// the error code constants, the JSON fields and the real answers.
+// served at GET /v1/openapi.json: the committed base byte for byte, or,
+// with Config.Sessions, the base merged with the sessions fragment. Every
+// route is registered through one table (routeTable), and the tests check
+// the document against that table, the error code constants, the JSON
+// fields and the real answers, in both modes; golden files pin what a
+// server without sessions answers (TestAPIUnchangedWithoutSessions).
+//
+// With Config.Sessions (over a service that is an execapi.SessionService)
+// the session routes join (sessions.go): open, list, a call in a session
+// (/v1/exec's request and streaming), its files both ways as raw bytes,
+// fork and close. They go through the gate's session methods
+// (sessions_gate.go), which the server's Service offers to the MCP front
+// end too: a call in a session is a run of the key's (rate, concurrency,
+// a usage row), an open, fork or file operation spends a token of its
+// rate. An id not the caller's, of whatever kind, gets one 404 body;
+// session errors have their statuses in sessionAnswer. Idempotency-Key
+// entries of these routes are bound to the route as well as the body.
 //
 // Its Go client is the public package client (repository root), which
 // this package never imports: the wire types both use live in execapi.

@@ -110,6 +110,19 @@ func (g *gate) exec(ctx context.Context, req execapi.Request, events execapi.Eve
 		g.m.rejections.add(reasonInvalidRequest)
 		return execapi.Result{}, err
 	}
+	return g.run(ctx, checked, payer, events, func(ctx context.Context, observe execapi.EventSink) (execapi.Result, error) {
+		if g.checked != nil {
+			return g.checked.ExecChecked(ctx, checked, observe)
+		}
+		return g.svc.Exec(ctx, req, observe)
+	})
+}
+
+// run is a checked call through the key's limits and accounting: call
+// runs it on the service (a plain call, or one in a session), and every
+// run is held, counted and recorded alike.
+func (g *gate) run(ctx context.Context, checked execapi.Checked, payer payer, events execapi.EventSink, call func(context.Context, execapi.EventSink) (execapi.Result, error)) (execapi.Result, error) {
+	caller := execapi.CallerFrom(ctx)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(g.runs, cancel)()
@@ -141,13 +154,8 @@ func (g *gate) exec(ctx context.Context, req execapi.Request, events execapi.Eve
 			events(ev)
 		}
 	}
-	var res execapi.Result
 	markCalled(ctx)
-	if g.checked != nil {
-		res, err = g.checked.ExecChecked(ctx, checked, observe)
-	} else {
-		res, err = g.svc.Exec(ctx, req, observe)
-	}
+	res, err := call(ctx, observe)
 	started := received
 	if n := admittedNanos.Load(); n != 0 {
 		started = time.Unix(0, n)

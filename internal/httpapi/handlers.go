@@ -44,6 +44,7 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 func (s *Server) decodeExec(w http.ResponseWriter, r *http.Request) (execapi.Request, bool) {
 	limit := s.cfg.MaxBodyBytes
 	if r.ContentLength > limit {
+		drainRefused(r)
 		s.tooLarge(w)
 		return execapi.Request{}, false
 	}
@@ -85,7 +86,7 @@ func (s *Server) writeExecError(w http.ResponseWriter, r *http.Request, err erro
 
 // handleRuntimes is GET /v1/runtimes: the executor's execapi.Info.
 func (s *Server) handleRuntimes(w http.ResponseWriter, r *http.Request) {
-	info, err := s.gate.Describe(r.Context())
+	info, err := s.Service().Describe(r.Context())
 	if err != nil {
 		s.log.Error("describe runtimes", "err", err)
 		writeError(w, http.StatusInternalServerError, execapi.CodeInternal, "the runtimes could not be listed: "+err.Error())

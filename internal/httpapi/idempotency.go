@@ -18,7 +18,7 @@ import (
 	"github.com/scratchrun/scratchrun/internal/store"
 )
 
-// Idempotent retries of POST /v1/exec: a request with an Idempotency-Key
+// Idempotent retries of POST /v1/exec and the session routes' POSTs: a request with an Idempotency-Key
 // runs at most once per caller and key within IdempotencyWindow, and a
 // repeat with the same body gets the first one's answer. The entries live
 // in the key store (store.ClaimIdempotency), so that a retry landing on
@@ -123,8 +123,10 @@ func (s *Server) idempotent(next http.Handler) http.Handler {
 			writeInvalid(w, err)
 			return
 		}
-		if !isJSON(r.Header.Get("Content-Type")) {
-			next.ServeHTTP(w, r) // its 415 runs nothing and keeps nothing
+		if !isJSON(r.Header.Get("Content-Type")) && !(r.URL.Path != "/v1/exec" && r.ContentLength == 0) {
+			// Its 415 runs nothing and keeps nothing. (A fork takes an
+			// empty body, sent without a type.)
+			next.ServeHTTP(w, r)
 			return
 		}
 		body, ok := s.readBody(w, r)
@@ -132,9 +134,8 @@ func (s *Server) idempotent(next http.Handler) http.Handler {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		sum := sha256.Sum256(body)
 		claim := store.IdempotencyClaim{Caller: execapi.CallerFrom(r.Context()), Key: key,
-			BodyHash: hex.EncodeToString(sum[:]), At: time.Now(), Window: IdempotencyWindow}
+			BodyHash: requestHash(r, body), At: time.Now(), Window: IdempotencyWindow}
 		// A first request refused meanwhile releases its entry: the claim
 		// is made again, a bounded number of times.
 		for range 8 {
@@ -181,11 +182,26 @@ func (s *Server) idempotent(next http.Handler) http.Handler {
 	})
 }
 
+// requestHash is what an entry is bound to: the body, and the route (its
+// method and path) for every route but /v1/exec, so that one key and one
+// body sent to two sessions (the same code run in each) never get the
+// first one's answer. /v1/exec's stays the body's alone, as its entries
+// made before the session routes existed are.
+func requestHash(r *http.Request, body []byte) string {
+	h := sha256.New()
+	if r.URL.Path != "/v1/exec" {
+		fmt.Fprintf(h, "%s %s\n", r.Method, r.URL.Path)
+	}
+	h.Write(body)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
 // readBody reads the whole body within the server's limit (answering 413
 // or 400 itself when it cannot): it is hashed before it is decoded.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	limit := s.cfg.MaxBodyBytes
 	if r.ContentLength > limit {
+		drainRefused(r)
 		s.tooLarge(w)
 		return nil, false
 	}

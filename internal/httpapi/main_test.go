@@ -147,18 +147,22 @@ type serverOptions struct {
 	oauth *OAuth
 	// idemWait is Config.idempotencyWait.
 	idemWait time.Duration
+	// sessions is Config.Sessions.
+	sessions bool
 }
 
 // testServer is a real server on 127.0.0.1 with its own key database.
 type testServer struct {
-	t       *testing.T
-	URL     string
-	eng     *engine.Engine
-	fake    *execapitest.Service
-	backend *sandboxtest.Backend
-	srv     *Server
-	keys    *store.Store
-	dbPath  string
+	t    *testing.T
+	URL  string
+	eng  *engine.Engine
+	fake *execapitest.Service
+	// sessions holds the sessions of a server with sessions on over fake.
+	sessions *execapitest.Sessions
+	backend  *sandboxtest.Backend
+	srv      *Server
+	keys     *store.Store
+	dbPath   string
 	// metricsURL serves the metrics without a key, as --metrics-addr does.
 	metricsURL string
 	cancel     context.CancelFunc
@@ -204,12 +208,18 @@ func startServerWith(t *testing.T, o serverOptions, mutate func(*engine.Config))
 	}
 	cfg := Config{Service: svc.(execapi.Service), Policy: svc.Policy(), Keys: keys, MaxBodyBytes: o.maxBody, Conns: o.conns, Metrics: o.metrics,
 		RecordTimeout: o.recordTimeout, Logger: o.log, Version: o.version, OAuth: o.oauth,
-		idempotencyWait: o.idemWait}
+		idempotencyWait: o.idemWait, Sessions: o.sessions}
 	if o.keys != nil {
 		cfg.Keys = o.keys(keys)
 	}
 	if o.wrap != nil {
 		cfg.Service = o.wrap(o.fake)
+	}
+	var sessions *execapitest.Sessions
+	if _, held := cfg.Service.(execapi.SessionService); o.sessions && o.fake != nil && !held {
+		// Sessions on over a scripted service: it holds them too.
+		sessions = execapitest.NewSessions(o.fake, testSessionPolicy())
+		cfg.Service = sessions
 	}
 	cfg.Console = o.console
 	if o.mcp {
@@ -230,7 +240,7 @@ func startServerWith(t *testing.T, o serverOptions, mutate func(*engine.Config))
 		before = leakcheck.Take(leakOpts)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	ts := &testServer{t: t, URL: "http://" + ln.Addr().String(), eng: eng, fake: o.fake, backend: o.backend, srv: srv, keys: keys, dbPath: dbPath,
+	ts := &testServer{t: t, URL: "http://" + ln.Addr().String(), eng: eng, fake: o.fake, sessions: sessions, backend: o.backend, srv: srv, keys: keys, dbPath: dbPath,
 		metricsURL: metricsSrv.URL, cancel: cancel, served: make(chan error, 1)}
 	go func() { ts.served <- srv.Serve(ctx, ln) }()
 	var stopped bool

@@ -31,7 +31,7 @@ func newMetrics() *metrics {
 	// The reasons a request can be refused for, each exported from the start.
 	reasons := []string{reasonUnauthorized, reasonInvalidRequest, reasonBodyTooLarge, reasonForbidden, reasonMediaType}
 	for _, r := range append(append([]execapi.RefusalReason{}, execapi.AdmissionRefusals...),
-		execapi.RefusedKeyRate, execapi.RefusedKeyConcurrency, execapi.RefusedDraining, execapi.RefusedNoWorkers) {
+		execapi.RefusedKeyRate, execapi.RefusedKeyConcurrency, execapi.RefusedDraining, execapi.RefusedNoWorkers, execapi.RefusedSessionWorkerUnanswered) {
 		reasons = append(reasons, string(r))
 	}
 	m := &metrics{

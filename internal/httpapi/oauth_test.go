@@ -50,10 +50,15 @@ const testResource = "https://scratchrun.test/mcp"
 
 func startOAuthServer(t *testing.T, tt *tokenTable) *testServer {
 	t.Helper()
-	return startServer(t, serverOptions{mcp: true, fake: scripted(), oauth: &OAuth{
+	return startServer(t, oauthOptions(tt))
+}
+
+// oauthOptions are startOAuthServer's: every optional route mounted.
+func oauthOptions(tt *tokenTable) serverOptions {
+	return serverOptions{mcp: true, fake: scripted(), oauth: &OAuth{
 		Resource: testResource, AuthorizationServers: []string{"https://issuer.test"}, Scopes: []string{"scratchrun"}, Verifier: tt,
 		Routes: map[string]http.Handler{"GET /oauth/hello": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("as")) })},
-	}})
+	}}
 }
 
 func TestOAuthChallengeNamesTheMetadata(t *testing.T) {

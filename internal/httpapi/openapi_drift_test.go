@@ -24,16 +24,81 @@ import (
 // from drifting apart: a route, an error code, a refusal reason, an outcome
 // or a JSON field on one side only fails them. They need no sandbox.
 
+// They run in both modes of the document: with sessions off (the base
+// document, which the server's routes, codes and structs must match once
+// what only sessions add is set aside) and on (the base merged with the
+// sessions fragment, which must match all of them), so that neither part
+// rots.
+
 // apiDoc is the document, decoded.
 type apiDoc map[string]any
 
-func loadAPIDoc(t *testing.T) apiDoc {
+// loadAPIDoc is the document a server with sessions on or off serves.
+func loadAPIDoc(t *testing.T, sessions bool) apiDoc {
 	t.Helper()
 	var d apiDoc
-	if err := json.Unmarshal(openapi.JSON(), &d); err != nil {
+	if err := json.Unmarshal(openapi.JSON(sessions), &d); err != nil {
 		t.Fatalf("the OpenAPI document is not JSON: %v", err)
 	}
 	return d
+}
+
+// bothModes runs test with sessions off, then on.
+func bothModes(t *testing.T, test func(t *testing.T, sessions bool)) {
+	for _, sessions := range []bool{false, true} {
+		name := "sessions off"
+		if sessions {
+			name = "sessions on"
+		}
+		t.Run(name, func(t *testing.T) { test(t, sessions) })
+	}
+}
+
+// sessionsOnly is what the sessions fragment adds at keys (an enum's values,
+// a schema's new property names), none when the fragment adds nothing there:
+// with sessions off, the code's constants and structs have these besides
+// what the base document describes.
+func sessionsOnly(t *testing.T, keys ...string) []string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("openapi", "sessions.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var frag map[string]any
+	if err := json.Unmarshal(data, &frag); err != nil {
+		t.Fatalf("openapi/sessions.json: %v", err)
+	}
+	last := keys[len(keys)-1]
+	m := obj(frag, keys[:len(keys)-1]...)
+	var out []string
+	switch v := m[last].(type) {
+	case []any:
+		for _, e := range v {
+			out = append(out, e.(string))
+		}
+	case map[string]any:
+		// A key the base has too is only extended by the fragment (an enum
+		// of an existing property, say): it is the base's.
+		base := obj(loadAPIDoc(t, false), keys...)
+		for k := range v {
+			if _, inBase := base[k]; !inBase {
+				out = append(out, k)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// without is have less drop.
+func without(have, drop []string) []string {
+	var out []string
+	for _, h := range have {
+		if !slices.Contains(drop, h) {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 // obj is m[key] as an object (nil when it is none).
@@ -101,9 +166,15 @@ func sameSet(t *testing.T, what, gotName string, got []string, wantName string, 
 // documented operation is served: listed in the server's route table, and
 // answered, not with a 404 or 405, when a real request tries it.
 func TestOpenAPIRoutesMatchTheServer(t *testing.T) {
-	d := loadAPIDoc(t)
+	bothModes(t, routesMatchTheServer)
+}
+
+func routesMatchTheServer(t *testing.T, sessions bool) {
+	d := loadAPIDoc(t, sessions)
 	// With every optional route mounted: MCP and OAuth.
-	ts := startOAuthServer(t, &tokenTable{})
+	o := oauthOptions(&tokenTable{})
+	o.sessions = sessions
+	ts := startServer(t, o)
 	_, key := ts.key("drift", 100, 4)
 
 	var served []string
@@ -116,7 +187,9 @@ func TestOpenAPIRoutesMatchTheServer(t *testing.T) {
 			served = append(served, "GET "+r.Path)
 			continue
 		}
-		served = append(served, r.Method+" "+r.Path)
+		// A trailing wildcard ({path...}) is a path parameter in the
+		// document.
+		served = append(served, r.Method+" "+strings.ReplaceAll(r.Path, "...}", "}"))
 	}
 	sort.Strings(served)
 	sameSet(t, "route", "the server's routes", served, "the OpenAPI document", d.operations())
@@ -131,21 +204,29 @@ func TestOpenAPIRoutesMatchTheServer(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", op, err)
 		}
-		if a.status == http.StatusNotFound || a.status == http.StatusMethodNotAllowed {
+		// A session route answers its own 404 for the id in the path
+		// (session_not_found), not the catch-all's.
+		if a.status == http.StatusNotFound && a.errorBody(t).Code == CodeNotFound || a.status == http.StatusMethodNotAllowed {
 			t.Errorf("%s is documented but answered %d: %s", op, a.status, a.body)
 		}
 	}
-	// The API's routes serve no method besides the documented one.
+	// The API's routes serve no method besides the documented ones: one
+	// no route has is a 405 that names them all.
+	methods := map[string][]string{}
 	for _, r := range ts.srv.served {
 		if r.Outside != "" || r.Method == "" {
 			continue
 		}
-		a, err := ts.do(context.Background(), http.MethodDelete, r.Path, key, nil, nil)
+		methods[r.Path] = append(methods[r.Path], r.Method)
+	}
+	for path, allowed := range methods {
+		sort.Strings(allowed)
+		a, err := ts.do(context.Background(), http.MethodPatch, path, key, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if a.status != http.StatusMethodNotAllowed || a.errorBody(t).Code != CodeMethodNotAllowed || a.header.Get("Allow") != r.Method {
-			t.Errorf("DELETE %s: %d %s (Allow %q), want 405 allowing %s", r.Path, a.status, a.body, a.header.Get("Allow"), r.Method)
+		if want := strings.Join(allowed, ", "); a.status != http.StatusMethodNotAllowed || a.errorBody(t).Code != CodeMethodNotAllowed || a.header.Get("Allow") != want {
+			t.Errorf("PATCH %s: %d %s (Allow %q), want 405 allowing %s", path, a.status, a.body, a.header.Get("Allow"), want)
 		}
 	}
 }
@@ -209,26 +290,40 @@ func constants(t *testing.T, dir string, keep func(name, typ string) bool) []str
 // The error codes, refusal reasons and outcomes the code has (its Code*
 // constants in httpapi and execapi, its RefusalReason and Outcome
 // constants) are exactly the document's enums.
+// With sessions off, the values only sessions use (those the fragment adds
+// to an enum) are set aside.
 func TestOpenAPIEnumsMatchTheCode(t *testing.T) {
-	d := loadAPIDoc(t)
+	bothModes(t, enumsMatchTheCode)
+}
+
+func enumsMatchTheCode(t *testing.T, sessions bool) {
+	d := loadAPIDoc(t, sessions)
+	// inMode is what the code has, less what only sessions add when they
+	// are off.
+	inMode := func(have []string, schema string, path ...string) []string {
+		if sessions {
+			return have
+		}
+		return without(have, sessionsOnly(t, append([]string{"components", "schemas", schema}, path...)...))
+	}
 	isCode := func(name, _ string) bool { return strings.HasPrefix(name, "Code") }
 	codes := append(constants(t, ".", isCode), constants(t, "../execapi", isCode)...)
 	sort.Strings(codes)
 	detail := obj(d.schema(t, "ErrorDetail"), "properties")
-	sameSet(t, "error code", "the code", codes, "ErrorDetail.code's enum", enum(obj(detail, "code")))
+	sameSet(t, "error code", "the code", inMode(codes, "ErrorDetail", "properties", "code", "enum"), "ErrorDetail.code's enum", enum(obj(detail, "code")))
 
 	reasons := constants(t, "../execapi", func(_, typ string) bool { return typ == "RefusalReason" })
-	sameSet(t, "refusal reason", "the code", reasons, "ErrorDetail.reason's enum", enum(obj(detail, "reason")))
+	sameSet(t, "refusal reason", "the code", inMode(reasons, "ErrorDetail", "properties", "reason", "enum"), "ErrorDetail.reason's enum", enum(obj(detail, "reason")))
 
 	outcomes := constants(t, "../execapi", func(_, typ string) bool { return typ == "Outcome" })
-	sameSet(t, "outcome", "the code", outcomes, "Result.outcome's enum", enum(obj(d.schema(t, "Result"), "properties", "outcome")))
+	sameSet(t, "outcome", "the code", inMode(outcomes, "Result", "properties", "outcome", "enum"), "Result.outcome's enum", enum(obj(d.schema(t, "Result"), "properties", "outcome")))
 
 	var admission []string
 	for _, r := range execapi.AdmissionRefusals {
 		admission = append(admission, string(r))
 	}
 	sort.Strings(admission)
-	sameSet(t, "admission refusal", "execapi.AdmissionRefusals", admission, "AdmissionInfo.rejections' names",
+	sameSet(t, "admission refusal", "execapi.AdmissionRefusals", inMode(admission, "AdmissionInfo", "properties", "rejections", "propertyNames", "enum"), "AdmissionInfo.rejections' names",
 		enum(obj(d.schema(t, "AdmissionInfo"), "properties", "rejections", "propertyNames")))
 }
 
@@ -237,10 +332,17 @@ func TestOpenAPIEnumsMatchTheCode(t *testing.T) {
 // them) is a property of the schema named after its Go type, and the
 // reverse; in what the server
 // answers, the fields always sent (no omitempty) are the required ones.
+// With sessions off, the fields only sessions add (the properties the
+// fragment adds to a schema of the base) are set aside.
 func TestOpenAPISchemasMatchTheStructs(t *testing.T) {
-	d := loadAPIDoc(t)
+	bothModes(t, schemasMatchTheStructs)
+}
+
+func schemasMatchTheStructs(t *testing.T, sessions bool) {
+	d := loadAPIDoc(t, sessions)
 	// The data of the stream's events are unexported types.
-	schemaNames := map[reflect.Type]string{reflect.TypeFor[streamStarted](): "Started", reflect.TypeFor[streamChunk](): "Output"}
+	schemaNames := map[reflect.Type]string{reflect.TypeFor[streamStarted](): "Started", reflect.TypeFor[streamChunk](): "Output",
+		reflect.TypeFor[sessionList](): "SessionList", reflect.TypeFor[sessionFileWritten](): "SessionFileWritten"}
 	seen := map[reflect.Type]bool{}
 	var walk func(typ reflect.Type, answer bool)
 	walk = func(typ reflect.Type, answer bool) {
@@ -254,6 +356,10 @@ func TestOpenAPISchemasMatchTheStructs(t *testing.T) {
 		}
 		s := d.schema(t, name)
 		props := obj(s, "properties")
+		var sessionFields []string
+		if !sessions {
+			sessionFields = sessionsOnly(t, "components", "schemas", name, "properties")
+		}
 		var fields, required []string
 		for f := range typ.Fields() {
 			tag := f.Tag.Get("json")
@@ -263,6 +369,9 @@ func TestOpenAPISchemasMatchTheStructs(t *testing.T) {
 			}
 			if name == "" {
 				name = f.Name
+			}
+			if slices.Contains(sessionFields, name) {
+				continue
 			}
 			fields = append(fields, name)
 			if !strings.Contains(opts, "omitempty") {
@@ -298,6 +407,20 @@ func TestOpenAPISchemasMatchTheStructs(t *testing.T) {
 	for _, typ := range []reflect.Type{reflect.TypeFor[execapi.Result](), reflect.TypeFor[ErrorDocument](), reflect.TypeFor[execapi.Info](),
 		reflect.TypeFor[streamStarted](), reflect.TypeFor[streamChunk]()} {
 		walk(typ, true)
+	}
+	if sessions {
+		// SessionResult is Result's schema and SessionCallInfo's (allOf).
+		walk(reflect.TypeFor[execapi.SessionRequest](), false)
+		for _, typ := range []reflect.Type{reflect.TypeFor[execapi.SessionInfo](), reflect.TypeFor[execapi.SessionCallInfo](), reflect.TypeFor[execapi.SessionEnd](),
+			reflect.TypeFor[sessionList](), reflect.TypeFor[sessionFileWritten]()} {
+			walk(typ, true)
+		}
+		result := mustJSON(t, d.schema(t, "SessionResult"))
+		for _, part := range []string{"#/components/schemas/Result", `"session":{"$ref":"#/components/schemas/SessionCallInfo"}`} {
+			if !strings.Contains(result, part) {
+				t.Errorf("SessionResult's schema %s does not hold %s", result, part)
+			}
+		}
 	}
 }
 

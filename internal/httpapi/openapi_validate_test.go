@@ -46,9 +46,9 @@ type docChecker struct {
 	seen map[string]bool
 }
 
-func newDocChecker(t *testing.T) *docChecker {
+func newDocChecker(t *testing.T, sessions bool) *docChecker {
 	t.Helper()
-	doc, err := libopenapi.NewDocument(openapi.JSON())
+	doc, err := libopenapi.NewDocument(openapi.JSON(sessions))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func newDocChecker(t *testing.T) *docChecker {
 		t.Fatal(err)
 	}
 	c := &docChecker{t: t, v: v, errorDoc: model.Model.Components.Schemas.GetOrZero("ErrorDocument").Schema(), seen: map[string]bool{}}
-	d := loadAPIDoc(t)
+	d := loadAPIDoc(t, sessions)
 	for _, op := range d.operations() {
 		method, path, _ := strings.Cut(op, " ")
 		for status, r := range obj(d, "paths", path, strings.ToLower(method), "responses") {
@@ -177,7 +177,7 @@ func (c *docChecker) call(ts *testServer, method, path, key, body string, header
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(data))
 	a := answer{status: resp.StatusCode, header: resp.Header, body: data, closed: resp.Close}
-	if a.status == http.StatusNotFound || a.status == http.StatusMethodNotAllowed {
+	if a.status == http.StatusMethodNotAllowed || a.status == http.StatusNotFound && !ownNotFound(data) {
 		// No operation lists these: the document describes them in words.
 		c.errorDocument(a)
 		return a
@@ -188,7 +188,7 @@ func (c *docChecker) call(ts *testServer, method, path, key, body string, header
 	}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	c.mu.Lock()
-	c.seen[fmt.Sprintf("%s %s %d %s", method, path, resp.StatusCode, mt)] = true
+	c.seen[fmt.Sprintf("%s %s %d %s", method, docPath(path), resp.StatusCode, mt)] = true
 	c.mu.Unlock()
 	return a
 }
@@ -268,8 +268,14 @@ func execBody(code string) string {
 // a stream's events) is valid against the document. The front end runs
 // over a scripted service, and over the real engine's admission (on a
 // scripted sandbox backend) for at_capacity.
+// It runs with sessions off and on, each against the document that mode
+// serves.
 func TestOpenAPIValidatesEveryRealAnswer(t *testing.T) {
-	c := newDocChecker(t)
+	bothModes(t, validatesEveryRealAnswer)
+}
+
+func validatesEveryRealAnswer(t *testing.T, sessions bool) {
+	c := newDocChecker(t, sessions)
 	const exec, runtimes = "/v1/exec", "/v1/runtimes"
 	foreign := map[string]string{"Origin": "https://elsewhere.example"}
 	sse := map[string]string{"Accept": "text/event-stream"}
@@ -277,9 +283,15 @@ func TestOpenAPIValidatesEveryRealAnswer(t *testing.T) {
 	fake, release := openAPIService()
 	defer release()
 	rs := &readyService{Service: fake}
-	ts := startServer(t, serverOptions{maxBody: 4096, fake: fake, wrap: func(*execapitest.Service) execapi.Service { return rs }})
+	var served execapi.Service = rs
+	var holder *execapitest.Sessions
+	if sessions {
+		holder = execapitest.NewSessions(fake, testSessionPolicy())
+		served = &readySessions{Sessions: holder, ready: rs}
+	}
+	ts := startServer(t, serverOptions{maxBody: 4096, fake: fake, wrap: func(*execapitest.Service) execapi.Service { return served }, sessions: sessions})
 	owner, key := ts.key("main", 1000, 10)
-	_, rateKey := ts.key("rate", 1, 10)
+	rate, rateKey := ts.key("rate", 1, 10)
 	_, oneKey := ts.key("one", 1000, 1)
 
 	// POST /v1/exec
@@ -347,9 +359,12 @@ func TestOpenAPIValidatesEveryRealAnswer(t *testing.T) {
 		c.expect(ts, 200, "", "GET", path, "", "", nil)
 		c.expect(ts, 403, CodeForbidden, "GET", path, "", "", foreign)
 	}
-	served := c.expect(ts, 200, "", "GET", "/v1/openapi.json", "", "", nil)
-	if string(served.body) != string(openapi.JSON()) {
-		t.Error("GET /v1/openapi.json is not the committed document")
+	if sessions {
+		validatesSessionAnswers(t, c, ts, holder, key, rateKey, rate.ID)
+	}
+	doc := c.expect(ts, 200, "", "GET", "/v1/openapi.json", "", "", nil)
+	if string(doc.body) != string(openapi.JSON(sessions)) {
+		t.Error("GET /v1/openapi.json is not the document of its mode")
 	}
 	notReady := errors.New("no worker is live")
 	rs.ready.Store(&notReady)
@@ -372,6 +387,7 @@ func TestOpenAPIValidatesEveryRealAnswer(t *testing.T) {
 	// at_capacity: the engine's admission has no room.
 	sb, releaseSB := scriptedBackend()
 	defer releaseSB()
+	// (On the engine, whose sessions are not this package's: sessions off.)
 	full := startServer(t, serverOptions{capacity: 1, queueWait: -1, backend: sb})
 	fullHeld := make(chan answer, 1)
 	go func() { fullHeld <- c.call(full, "POST", exec, "", execBody("hold"), nil) }()
@@ -385,12 +401,20 @@ func TestOpenAPIValidatesEveryRealAnswer(t *testing.T) {
 	// A draining server.
 	dfake, drelease := holding()
 	defer drelease()
-	draining := startServer(t, serverOptions{fake: dfake})
+	draining := startServer(t, serverOptions{fake: dfake, sessions: sessions})
+	var open execapi.SessionInfo
+	if sessions {
+		open = draining.openSession("", `{"runtime":"bash"}`)
+	}
 	drained := make(chan answer, 1)
 	go func() { drained <- c.call(draining, "POST", exec, "", holdBody, nil) }()
 	waitFor(t, "the held run", func() bool { return dfake.InFlight() == 1 })
 	draining.cancel()
 	waitFor(t, "draining", func() bool { return draining.srv.drain.isDraining() })
+	if sessions {
+		c.expect(draining, 503, execapi.CodeDraining, "POST", "/v1/sessions", "", `{"runtime":"bash"}`, nil)
+		c.expect(draining, 503, execapi.CodeDraining, "POST", "/v1/sessions/"+open.ID+"/exec", "", execBody("true"), nil)
+	}
 	c.expect(draining, 503, execapi.CodeDraining, "POST", exec, "", execBody("true"), nil)
 	c.expect(draining, 503, execapi.CodeDraining, "GET", runtimes, "", "", nil)
 	c.expect(draining, 503, execapi.CodeDraining, "GET", "/readyz", "", "", nil)

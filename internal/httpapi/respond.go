@@ -24,6 +24,9 @@ type ErrorDetail struct {
 	Reason  string `json:"reason,omitempty"`
 	Field   string `json:"field,omitempty"`
 	Limit   int    `json:"limit,omitempty"`
+	// Ended says how and when a session ended, in the answer to a use
+	// of it after (session_ended).
+	Ended *execapi.SessionEnd `json:"ended,omitempty"`
 }
 
 // writeError answers with the API's error document.
@@ -45,7 +48,7 @@ func writeRefusal(w http.ResponseWriter, r *execapi.Refusal) { refusalAnswer(r).
 // and otherwise 429 (retry later).
 func RefusalStatus(r *execapi.Refusal) int {
 	switch {
-	case r.Reason == execapi.RefusedDraining, r.Reason == execapi.RefusedNoWorkers:
+	case r.Reason == execapi.RefusedDraining, r.Reason == execapi.RefusedNoWorkers, r.Reason == execapi.RefusedSessionWorkerUnanswered:
 		return http.StatusServiceUnavailable
 	case r.Field != "":
 		return http.StatusBadRequest

@@ -1,10 +1,6 @@
 package httpapi
 
-import (
-	"net/http"
-
-	"github.com/scratchrun/scratchrun/internal/httpapi/openapi"
-)
+import "net/http"
 
 // route is one pattern the server's mux serves.
 type route struct {
@@ -39,8 +35,11 @@ func (t *routeTable) handle(method, path, outside string, h http.Handler) {
 	t.routes = append(t.routes, route{Method: method, Path: path, Outside: outside})
 }
 
-// handleOpenAPI is GET /v1/openapi.json: the API's description, public.
-func handleOpenAPI(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Write(openapi.JSON())
+// openAPIHandler is GET /v1/openapi.json: the API's description, public.
+// doc is the server's own copy (openapi.JSON for its Config.Sessions).
+func openAPIHandler(doc []byte) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(doc)
+	})
 }

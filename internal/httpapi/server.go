@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/scratchrun/scratchrun/internal/execapi"
+	"github.com/scratchrun/scratchrun/internal/httpapi/openapi"
 	"github.com/scratchrun/scratchrun/internal/store"
 )
 
@@ -84,6 +85,13 @@ type Config struct {
 	Metrics []prometheus.Collector
 	// Logger receives operational logs; never keys or request contents.
 	Logger *slog.Logger
+	// Sessions offers code sessions (a sandbox kept across calls; not the
+	// MCP transport's sessions): GET /v1/openapi.json then serves the
+	// document with the sessions fragment merged in (package openapi), and
+	// the session routes join it. Off, the default, the server serves
+	// exactly the API it served before sessions existed, byte for byte
+	// (TestAPIUnchangedWithoutSessions).
+	Sessions bool
 
 	// idempotencyWait bounds a retry's wait for the first request with its
 	// Idempotency-Key (default: the longest a run can take, from its queue
@@ -93,13 +101,15 @@ type Config struct {
 
 // Server is the HTTP API server. Create it with New and run it with Serve.
 type Server struct {
-	cfg     Config
-	gate    *gate
-	auth    *authenticator
-	m       *metrics
-	drain   *drainState
-	log     *slog.Logger
-	handler http.Handler
+	cfg  Config
+	gate *gate
+	// sessions is the gate's session methods, with Config.Sessions only.
+	sessions *sessionGate
+	auth     *authenticator
+	m        *metrics
+	drain    *drainState
+	log      *slog.Logger
+	handler  http.Handler
 	// served lists the routes the handler serves (routes).
 	served []route
 	ready  readiness
@@ -177,6 +187,13 @@ func New(cfg Config) (*Server, error) {
 		svc: cfg.Service, checked: checked, policy: cfg.Policy, keys: cfg.Keys, m: m, drain: s.drain, log: cfg.Logger, runs: s.runs,
 		limits: store.NewLimiter(cfg.Keys, cfg.Logger), calls: newInFlight(), queueWait: queueWait, recordWait: cfg.RecordTimeout,
 	}
+	if cfg.Sessions {
+		ss, ok := cfg.Service.(execapi.SessionService)
+		if !ok {
+			return nil, errors.New("httpapi: Config.Sessions is set, but the service holds no sessions (execapi.SessionService)")
+		}
+		s.sessions = &sessionGate{gate: s.gate, ss: ss}
+	}
 	runtimes := make([]string, 0, len(info.Runtimes))
 	for _, rt := range info.Runtimes {
 		runtimes = append(runtimes, rt.Name)
@@ -200,7 +217,15 @@ func (s *Server) MetricsHandler() http.Handler { return s.m.handler() }
 // Service is what the server runs requests through: validation, key limits
 // and accounting in front of Config.Service (whose admission decides when
 // a call starts).
-func (s *Server) Service() execapi.Service { return s.gate }
+//
+// With Config.Sessions it is an execapi.SessionService too, which applies
+// the caller's key to sessions as to calls.
+func (s *Server) Service() execapi.Service {
+	if s.sessions != nil {
+		return *s.sessions
+	}
+	return s.gate
+}
 
 // Serve answers on ln until ctx is cancelled, then drains: new requests get
 // 503 while the requests already accepted finish (runs up to their timeouts),
@@ -300,14 +325,19 @@ func (s *Server) routes() http.Handler {
 	}
 	api("/v1/exec", http.MethodPost, s.idempotent(http.HandlerFunc(s.handleExec)))
 	api("/v1/runtimes", http.MethodGet, http.HandlerFunc(s.handleRuntimes)) // and HEAD, as GET patterns are
-	t.handle(http.MethodGet, "/v1/openapi.json", "", s.m.instrument("/v1/openapi.json", http.HandlerFunc(handleOpenAPI)))
+	if s.sessions != nil {
+		s.sessionRoutes(t, func(route string, h http.Handler) http.Handler {
+			return s.m.instrument(route, s.tracked(s.requireKey(h)))
+		})
+	}
+	t.handle(http.MethodGet, "/v1/openapi.json", "", s.m.instrument("/v1/openapi.json", openAPIHandler(openapi.JSON(s.cfg.Sessions))))
 	t.mux.Handle("/v1/openapi.json", s.m.instrument("/v1/openapi.json", methodNotAllowed(http.MethodGet)))
 	// /healthz and /readyz answer every method alike; the document names GET.
 	t.handle("", "/healthz", "", s.m.instrument("/healthz", http.HandlerFunc(s.handleHealth)))
 	t.handle("", "/readyz", "", s.m.instrument("/readyz", http.HandlerFunc(s.handleReady)))
 	t.handle("", "/metrics", "Prometheus metrics, docs/server.md", s.m.instrument("/metrics", s.requireKey(s.m.handler())))
 	if s.cfg.MCP != nil {
-		t.handle("", "/mcp", "the MCP tool (Streamable HTTP), docs/mcp-clients.md", s.m.instrument("/mcp", s.mcpRoute(s.cfg.MCP(s.gate))))
+		t.handle("", "/mcp", "the MCP tool (Streamable HTTP), docs/mcp-clients.md", s.m.instrument("/mcp", s.mcpRoute(s.cfg.MCP(s.Service()))))
 	}
 	if s.cfg.OAuth != nil {
 		s.mountOAuth(t)

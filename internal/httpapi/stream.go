@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"mime"
 	"net/http"
@@ -52,17 +53,29 @@ func wantsEventStream(accept []string) bool {
 // request's context (an idempotent call's, which outlives its client)
 // keeps the run going; after a failed write the rest is not written.
 func (s *Server) streamExec(w http.ResponseWriter, r *http.Request, req execapi.Request, received time.Time) {
+	s.streamRun(w, r, received, func(ctx context.Context, sink execapi.EventSink) (execapi.Result, any, error) {
+		res, err := s.gate.Exec(ctx, req, sink)
+		return res, res, err
+	})
+}
+
+// streamRun is streamExec for any call whose events run's sink gets: run
+// returns the call's Result (whose output the last chunks are checked
+// against) and the answer the result event carries, the JSON answer's
+// body (a Result, or a call in a session's SessionResult).
+func (s *Server) streamRun(w http.ResponseWriter, r *http.Request, received time.Time, run func(context.Context, execapi.EventSink) (execapi.Result, any, error)) {
 	ctx := r.Context()
 	q := newEventQueue(streamBuffer)
 	sink := func(ev execapi.Event) { q.push(ev, time.Since(received)) }
 	type ended struct {
-		res execapi.Result
-		err error
+		res    execapi.Result
+		answer any
+		err    error
 	}
 	done := make(chan ended, 1)
 	go func() {
-		res, err := s.gate.Exec(ctx, req, sink)
-		done <- ended{res, err}
+		res, answer, err := run(ctx, sink)
+		done <- ended{res, answer, err}
 	}()
 
 	var out *sseWriter
@@ -96,7 +109,7 @@ func (s *Server) streamExec(w http.ResponseWriter, r *http.Request, req execapi.
 				out = startStream(w)
 			}
 			out.events(evs)
-			s.endStream(out, r, d.res, d.err)
+			s.endStream(out, r, d.res, d.answer, d.err)
 			return
 		}
 	}
@@ -104,7 +117,7 @@ func (s *Server) streamExec(w http.ResponseWriter, r *http.Request, req execapi.
 
 // endStream sends the last event: the result, byte for byte the JSON
 // answer's body, or the error document the JSON answer would have had.
-func (s *Server) endStream(out *sseWriter, r *http.Request, res execapi.Result, err error) {
+func (s *Server) endStream(out *sseWriter, r *http.Request, res execapi.Result, answer any, err error) {
 	if err != nil {
 		out.rest(nil)
 		if r.Context().Err() != nil {
@@ -118,7 +131,7 @@ func (s *Server) endStream(out *sseWriter, r *http.Request, res execapi.Result, 
 		return
 	}
 	out.rest(map[execapi.EventKind]string{execapi.EventStdout: res.Stdout, execapi.EventStderr: res.Stderr})
-	out.send("result", res)
+	out.send("result", answer)
 }
 
 // sseWriter writes one run's server-sent events, numbered from 1.

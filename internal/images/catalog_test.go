@@ -22,6 +22,12 @@ func TestBuiltinCatalogIsConsistent(t *testing.T) {
 		if !slices.ContainsFunc(r.Command, func(a string) bool { return strings.Contains(a, FilePlaceholder) }) {
 			t.Errorf("runtime %s: command %q lacks %s", r.Name, r.Command, FilePlaceholder)
 		}
+		// Every catalog runtime says what its sessions keep.
+		want := map[bool]string{true: SessionPython}[strings.HasPrefix(r.Name, "python")] +
+			map[bool]string{true: SessionNode}[strings.HasPrefix(r.Name, "node")] + map[bool]string{true: SessionBash}[r.Name == "bash"]
+		if r.Session != want {
+			t.Errorf("runtime %s: session %q, want %q", r.Name, r.Session, want)
+		}
 		if strings.HasPrefix(r.Name, "python") && r.Env["MPLBACKEND"] != "Agg" {
 			t.Errorf("runtime %s: MPLBACKEND = %q, want Agg", r.Name, r.Env["MPLBACKEND"])
 		}
@@ -86,6 +92,8 @@ func TestParseCatalogRejectsBadData(t *testing.T) {
 		"bad runtime name":  {`{"images":[` + img + `],"runtimes":[{"name":"Py","image":"img","command":["/bin/sh","{file}"],"file":"m"}]}`, "name"},
 		"duplicate image":   {`{"images":[` + img + `,` + img + `],"runtimes":[]}`, "duplicate"},
 		"bad package":       {`{"images":[{"name":"img","suite":"trixie","packages":["bash,evil"]}],"runtimes":[]}`, "package name"},
+		"unknown session":   {`{"images":[` + img + `],"runtimes":[{"name":"r","image":"img","command":["/bin/sh","{file}"],"file":"m.sh","session":"ruby"}]}`, `session: "ruby"`},
+		"kernel, no warm":   {`{"images":[` + img + `],"runtimes":[{"name":"r","image":"img","command":["/bin/py","{file}"],"file":"m.py","session":"python"}]}`, "warm_command"},
 		"no packages":       {`{"images":[{"name":"img","suite":"trixie","packages":[]}],"runtimes":[]}`, "packages"},
 	}
 	for name, tc := range cases {

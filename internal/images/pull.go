@@ -75,7 +75,7 @@ func (sp RuntimeSpec) runtime(ref string, digest v1.Hash, imageEnv map[string]st
 			flag = "-e"
 		}
 		r.Warm = sp.Warm
-		r.WarmCommand = []string{sp.Command[0], flag, "{bootstrap}"}
+		r.WarmCommand = []string{sp.Command[0], flag, BootstrapPlaceholder}
 	default:
 		return Runtime{}, fmt.Errorf("warm: %q is not python, node or none", sp.Warm)
 	}

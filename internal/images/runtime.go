@@ -4,12 +4,18 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 )
 
 // FilePlaceholder is the token in a runtime's Command that the engine
 // replaces with the path of the code file inside the sandbox.
 const FilePlaceholder = "{file}"
+
+// BootstrapPlaceholder is the token in a runtime's WarmCommand that the
+// engine replaces with the program the interpreter starts with (a warm
+// sandbox's bootstrap, a session's kernel).
+const BootstrapPlaceholder = "{bootstrap}"
 
 // ErrInvalidName is wrapped by every error about a malformed runtime or
 // image name, so callers can report it as bad input.
@@ -46,7 +52,21 @@ type Runtime struct {
 	// Preload lists modules a "heavy" warm sandbox imports ahead of the
 	// job; calls whose code imports one of them get such a sandbox.
 	Preload []string `json:"preload,omitempty"`
+	// Session names what of the interpreter a session of this runtime
+	// keeps between calls: SessionPython and SessionNode keep a kernel
+	// (variables and functions), started through WarmCommand with the
+	// kernel as its bootstrap; SessionBash keeps the working directory
+	// and exported variables. Empty (imported and OCI runtimes): files
+	// and processes persist, and each call is a fresh process.
+	Session string `json:"session,omitempty"`
 }
+
+// What a runtime's sessions keep (Runtime.Session).
+const (
+	SessionPython = "python"
+	SessionNode   = "node"
+	SessionBash   = "bash"
+)
 
 // ValidateName reports whether name is a usable runtime or image name:
 // 1 to 64 characters from lowercase letters, digits, '.', '-' and '_',
@@ -90,7 +110,26 @@ func (r Runtime) validate() error {
 	if err := validateFile(r.File); err != nil {
 		return err
 	}
+	if err := r.validateSession(); err != nil {
+		return err
+	}
 	return validateEnv(r.Env)
+}
+
+// validateSession checks Session: a kernel starts through WarmCommand, so
+// a runtime that keeps one must have a WarmCommand with the bootstrap's
+// placeholder.
+func (r Runtime) validateSession() error {
+	switch r.Session {
+	case "", SessionBash:
+		return nil
+	case SessionPython, SessionNode:
+		if !slices.ContainsFunc(r.WarmCommand, func(a string) bool { return strings.Contains(a, BootstrapPlaceholder) }) {
+			return fmt.Errorf("session: %q keeps a kernel, started through warm_command, which has no %s", r.Session, BootstrapPlaceholder)
+		}
+		return nil
+	}
+	return fmt.Errorf("session: %q is not %q, %q or %q", r.Session, SessionPython, SessionNode, SessionBash)
 }
 
 // validateDigest accepts "sha256:" and 64 lowercase hex digits: digests

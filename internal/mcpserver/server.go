@@ -15,7 +15,8 @@ import (
 	"github.com/scratchrun/scratchrun/internal/execapi"
 )
 
-// ToolName is the name of the one tool this server offers.
+// ToolName is the name of the tool that runs code in a fresh sandbox (the
+// one tool offered while sessions are off).
 const ToolName = "scratchrun_exec"
 
 // Defaults of Options.
@@ -126,6 +127,8 @@ type tool struct {
 	opts   Options
 	log    *slog.Logger
 	server *mcp.Server
+	// code backs the session tools; nil when sessions are off.
+	code *codeSessions
 
 	mu sync.Mutex
 	// info is what the tool's schema and description were built from: the
@@ -137,8 +140,10 @@ type tool struct {
 	checked     time.Time
 }
 
-// New builds an MCP server offering scratchrun_exec over svc. The tool's
-// runtime enum, description and annotations come from svc.Describe(ctx).
+// New builds an MCP server offering scratchrun_exec over svc, and the
+// code-session tools when svc holds sessions and has them on
+// (codeSessionsOf). The tools' runtime enum, description and annotations
+// come from svc.Describe(ctx).
 //
 // When Describe fails (a remote server that is down at start), New still
 // succeeds: the tool is offered with a free-form runtime and a description
@@ -150,11 +155,15 @@ func New(ctx context.Context, svc execapi.Service, opts Options) (*mcp.Server, e
 		return nil, errors.New("mcpserver: no Service to run code with")
 	}
 	opts = opts.withDefaults()
-	t := &tool{svc: svc, opts: opts, log: opts.Logger}
+	t := &tool{svc: svc, opts: opts, log: opts.Logger, code: codeSessionsOf(svc)}
+	instructions := serverInstructions
+	if t.code != nil {
+		instructions += sessionsInstructions
+	}
 	t.server = mcp.NewServer(&mcp.Implementation{Name: "scratchrun", Title: "ScratchRun", Version: opts.Version},
 		&mcp.ServerOptions{
 			Logger:       opts.Logger,
-			Instructions: serverInstructions,
+			Instructions: instructions,
 			// No logging capability: logs stay on the server's stderr.
 			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 		})
@@ -256,6 +265,9 @@ func (t *tool) install() {
 	info, described, why := t.info, t.described, t.describeErr
 	t.mu.Unlock()
 	t.server.AddTool(toolDefinition(info, described, why, t.opts), t.handle)
+	if t.code != nil {
+		t.installSessionTools(info, described)
+	}
 }
 
 // refreshOnList keeps the runtime enum current for clients that list tools.

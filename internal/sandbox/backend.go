@@ -37,7 +37,9 @@ type Emulation interface {
 	SoftwareEmulation() bool
 }
 
-// Sandbox is one created sandbox. Run may be called at most once.
+// Sandbox is one created sandbox. Run may be called at most once; a
+// sandbox created with Config.Session refuses it and runs its jobs with
+// Session.RunNext instead.
 type Sandbox interface {
 	// ID is the sandbox's unique name (also its cgroup's name).
 	ID() string
@@ -63,6 +65,30 @@ type CPUMeter interface {
 	// of any interval, however many share the CPUs), and whether this
 	// host counts it.
 	CPUDemand() (time.Duration, bool)
+}
+
+// Session is implemented by sandboxes created with Config.Session, which
+// run jobs one after another and live until Destroy: what a job leaves
+// (files, background processes) stays for the next. The engine finds it
+// with SandboxAs. Its methods must not be called concurrently.
+type Session interface {
+	// RunNext runs one more job. A job that times out, or whose ctx ends,
+	// has its own processes killed and no others (Outcome.Separated says
+	// whether that was possible); cancelling ctx makes RunNext return
+	// ctx's error once the job's processes are gone. The sandbox lives on
+	// unless Outcome.Ended (or an error) says otherwise.
+	RunNext(ctx context.Context, job Job) (Outcome, error)
+	// ReadFile reads one regular file of the sandbox (at most max bytes) as
+	// a return file is read: never through a link out of the sandbox's
+	// tree, never a kernel pseudo-file.
+	ReadFile(ctx context.Context, path string, max int64) ([]byte, error)
+	// WriteFile writes one file with its missing parents, as input files
+	// are, with the same care as ReadFile: what user code left in its
+	// place (a link, a fifo) is refused, not followed.
+	WriteFile(ctx context.Context, path string, data []byte) error
+	// Alive reports whether the sandbox can still run jobs: its init runs
+	// and no job ended the session.
+	Alive() bool
 }
 
 // MemoryBudget is implemented by backends whose sandboxes all live under
@@ -122,6 +148,14 @@ type Config struct {
 	// Network, when set, puts the sandbox in a prepared network namespace
 	// (egress); nil gives it a new, empty one with only loopback.
 	Network *Network
+	// Session makes a sandbox that runs jobs one after another (Session)
+	// rather than one Run: what a job leaves stays until Destroy. It
+	// cannot be combined with Prestart. Every level honours it today
+	// (namespaces, gVisor, microVM); the caller still finds Session with
+	// SandboxAs on what Create returned, so that a backend without it
+	// gives a plain sandbox, not a broken session. Forker says whether a
+	// session can be copied (namespaces: its files; microVM: its memory).
+	Session bool
 }
 
 // Prestart describes an interpreter a warm sandbox starts ahead of the job.
@@ -133,6 +167,20 @@ type Prestart struct {
 	Env  []string
 	Dir  string
 }
+
+// ErrSessionEnded is returned by a Session's methods once the session can
+// run nothing more (an earlier Outcome said Ended, or its init is gone).
+var ErrSessionEnded = errors.New("the session has ended")
+
+// ErrNotStarted is what Run's or RunNext's error unwraps to when the
+// sandbox could not start the job (a command it cannot run, an input file
+// it could not write): nothing of the job ran, and a session goes on.
+var ErrNotStarted = errors.New("sandbox could not start the program")
+
+// ErrFileRefused is what a Session's ReadFile or WriteFile error unwraps
+// to when the sandbox refused that path (no such file, not a regular file,
+// a link out of its tree) and the session itself is fine.
+var ErrFileRefused = errors.New("the sandbox refused the file")
 
 // ErrLimitBelowUsage is returned by Run, before anything of the job ran,
 // when the job's memory limit is below what the sandbox already uses (a warm
@@ -176,6 +224,9 @@ type Job struct {
 	// Stdout and Stderr receive the program's output as it is produced.
 	// The backend does not cap them; the caller's writers do.
 	Stdout, Stderr io.Writer
+	// Resident, in a session only (Session.RunNext), hands the job to a
+	// kernel the session keeps (see Resident) instead of running Argv.
+	Resident *Resident
 }
 
 // Outcome is what a job did.
@@ -206,6 +257,32 @@ type Outcome struct {
 	// Notes say, one sentence each, why a return file is missing or what else
 	// the caller must know.
 	Notes []string
+
+	// The fields below are a session's (Session.RunNext); zero otherwise.
+
+	// Separated is true when the job's processes were kept apart from the
+	// session's: its timeout or cancel, if any, killed them and nothing
+	// else.
+	Separated bool
+	// Ended is true when the session can run no more jobs: the memory
+	// limit killed a process (memory is the session's, whichever job's
+	// process it was), the job's processes could not be separated, or
+	// init is gone. The caller should Destroy the sandbox.
+	Ended bool
+	// Left counts the job's processes still running after its main
+	// process ended (background processes, which live on).
+	Left int
+	// BetweenCallsBytes counts the output the session's processes wrote
+	// since the previous job ended: no call was there to take it, so it
+	// was dropped.
+	BetweenCallsBytes int64
+	// ResidentStarted is true when the job's kernel (Job.Resident) was
+	// started for it: none of its Key ran before.
+	ResidentStarted bool
+	// ResidentLost is true when the job's kernel is gone after it (it
+	// exited, broke its frame, or a timeout or cancel had to kill it): the
+	// next job of its Key starts a fresh one.
+	ResidentLost bool
 }
 
 // Teardown reports how destroying a sandbox went.
@@ -215,4 +292,39 @@ type Teardown struct {
 	Purged bool
 	// Err says what was left, when Purged is false.
 	Err error
+}
+
+// Resident names an interpreter a session keeps running between its jobs
+// (a kernel, package engine/kernel): a job with Resident set is handed to
+// the kernel of that Key instead of starting Argv, and the kernel is
+// started first (Argv, Env, Dir, confined as user code is) when none of
+// that Key runs. The kernel reads the job's cell frames on its fd 3 and
+// answers on its fd 4 (kernel.Request, kernel.Reply); it writes its output
+// to the sandbox's stdout and stderr as any job does.
+type Resident struct {
+	// Key tells kernels apart: one per runtime of the session.
+	Key string
+	// Argv, Env and Dir start the kernel.
+	Argv []string
+	Env  []string
+	Dir  string
+	// Request is the cell frame written to the kernel's fd 3 for this job
+	// (kernel.Request): the job's own Argv is not run.
+	Request []byte
+	// Interrupt is how long a kernel has to answer after the SIGINT a
+	// timeout or cancel sends it, before it is killed (with its processes)
+	// and counts as lost.
+	Interrupt time.Duration
+}
+
+// Forker is implemented by session sandboxes that can be copied while no
+// job runs in them. ForkKind says what a copy holds; Fork creates a new
+// session sandbox with cfg (whose Session is set) that has this one's files
+// (ForkKind "files": its processes and kernels start afresh) or its files
+// and memory (ForkKind "memory": its processes go on where they were).
+type Forker interface {
+	// ForkKind is "files" or "memory" (execapi.ForkFiles, ForkMemory).
+	ForkKind() string
+	// Fork copies the sandbox into a new one created with cfg.
+	Fork(ctx context.Context, cfg Config) (Sandbox, error)
 }

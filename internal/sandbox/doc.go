@@ -11,9 +11,12 @@
 //
 // A backend knows nothing of HTTP, MCP, API keys, pools or the request JSON: it
 // takes a prepared Job and returns an Outcome. It must never run more than one
-// job in a sandbox.
+// job in a sandbox, unless the sandbox was created with Config.Session: a
+// session sandbox runs jobs one after another (Session), each job's
+// processes its own to kill at its timeout, the sandbox's files and
+// background processes kept between them.
 //
-// What a backend or sandbox may also do (Emulation, MemoryBudget, CPUMeter)
+// What a backend or sandbox may also do (Emulation, MemoryBudget, CPUMeter, Session)
 // is an optional interface, looked up with BackendAs and SandboxAs, never by
 // a type assertion: a wrapper (one that counts, one that records) implements
 // Unwrap, and the lookup walks through it to what it wraps, so that no

@@ -21,6 +21,10 @@
 // this package is for; with those written here, what ff would add is a
 // dozen lines of lookup.
 //
+// A setting may be declared Pending, ahead of the code that reads it (a
+// feature built in steps): the docs list it, marked as not read yet, and
+// no command line takes it until the step that reads it clears the mark.
+//
 // The package is a leaf (it imports only the standard library), so its
 // defaults are literals: cmd/scratchrun's tests check them against the
 // packages whose defaults they are.

@@ -43,14 +43,26 @@ The queue wait's 0 is "no waiting" everywhere.
 		if s.Default != "" && s.DefaultText == "" {
 			def = "`" + def + "`"
 		}
-		cmds := make([]string, len(s.Commands))
-		for i, c := range s.Commands {
-			cmds[i] = string(c)
+		cmds := commandsOf(s)
+		if s.Pending {
+			cmds = "none yet (" + pendingNote + "; then " + cmds + ")"
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", cell(s.Name), flag, env, s.Type, cell(def),
-			cell(Allowed(s)), cell(strings.Join(cmds, ", ")), cell(s.Help))
+			cell(Allowed(s)), cell(cmds), cell(s.Help))
 	}
 	return b.String()
+}
+
+// pendingNote says of a Pending setting that this build does not read it.
+const pendingNote = "declared ahead of the feature, not read by this build"
+
+// commandsOf lists s's commands for the docs.
+func commandsOf(s *Setting) string {
+	cmds := make([]string, len(s.Commands))
+	for i, c := range s.Commands {
+		cmds[i] = string(c)
+	}
+	return strings.Join(cmds, ", ")
 }
 
 // capital starts a sentence.
@@ -79,13 +91,12 @@ func EnvFile() string {
 		if s.Env == "" {
 			continue
 		}
-		cmds := make([]string, len(s.Commands))
-		for i, c := range s.Commands {
-			cmds[i] = string(c)
-		}
-		fmt.Fprintf(&b, "\n# %s.\n# %s; for %s.", capital(s.Help), capital(Allowed(s)), strings.Join(cmds, ", "))
+		fmt.Fprintf(&b, "\n# %s.\n# %s; for %s.", capital(s.Help), capital(Allowed(s)), commandsOf(s))
 		if s.Flag != "" {
 			fmt.Fprintf(&b, " Flag --%s.", s.Flag)
+		}
+		if s.Pending {
+			fmt.Fprintf(&b, "\n# %s: no command takes it yet.", capital(pendingNote))
 		}
 		if s.DefaultText != "" {
 			fmt.Fprintf(&b, "\n# Default: %s.", s.DefaultText)

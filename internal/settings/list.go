@@ -21,6 +21,9 @@ var (
 	images = []Command{Exec, MCP, Serve, Worker, Bench, Images}
 	// all is every command.
 	all = Commands
+	// sessionPolicy are the commands that check a session's request
+	// against the operator's bounds: the engines and a front end.
+	sessionPolicy = []Command{MCP, Serve, Frontend, Worker, Bench}
 )
 
 // The settings, in the order the docs list them. A flag's name and a
@@ -75,6 +78,24 @@ var (
 		Commands: servers, Help: "memory all warm sandboxes may use together"}
 	PoolBuilders = &Setting{Name: "POOL_BUILDERS", Env: "SCRATCHRUN_POOL_BUILDERS", Type: Int, Min: 0, DefaultText: "1",
 		Commands: servers, Help: "warm sandboxes built at once (the pool's CPU budget)"}
+
+	// Sessions: a sandbox kept across calls, for callers that ask for
+	// one.
+
+	Sessions = &Setting{Name: "sessions", Flag: "sessions", Env: "SCRATCHRUN_SESSIONS", Type: Bool, Default: "0",
+		Commands: sessionPolicy, Help: "offer sessions: a sandbox a caller keeps across calls (POST /v1/sessions, the MCP session tools), whose files, processes and Python or Node variables persist until it is closed, idle too long or past its lifetime; off, every call gets a fresh sandbox and the API and MCP tools offer nothing else (these are not MCP's transport sessions)"}
+	SessionsIdleTTL = &Setting{Name: "SESSIONS_IDLE_TTL", Env: "SCRATCHRUN_SESSIONS_IDLE_TTL", Type: Duration, Default: "10m", Min: 10e9,
+		Commands: sessionPolicy, Help: "a session ends, purged, this long after its last call ended, unless it asked for another idle TTL (idle_ttl_ms, up to SCRATCHRUN_SESSIONS_MAX_IDLE_TTL)"}
+	SessionsMaxIdleTTL = &Setting{Name: "SESSIONS_MAX_IDLE_TTL", Env: "SCRATCHRUN_SESSIONS_MAX_IDLE_TTL", Type: Duration, Default: "1h", Min: 10e9,
+		Commands: sessionPolicy, Help: "the longest idle TTL a session may ask for"}
+	SessionsMaxLifetime = &Setting{Name: "SESSIONS_MAX_LIFETIME", Env: "SCRATCHRUN_SESSIONS_MAX_LIFETIME", Type: Duration, Default: "1h", Min: 10e9,
+		Commands: sessionPolicy, Help: "a session ends, purged, this long after it opened however busy it is; it may ask for less (max_lifetime_ms)"}
+	SessionsPerKey = &Setting{Name: "SESSIONS_PER_KEY", Env: "SCRATCHRUN_SESSIONS_PER_KEY", Type: Int, Default: "4", Min: 1,
+		Commands: []Command{MCP, Serve, Frontend}, Help: "sessions one API key (or token) may have open at once; one more is refused (429) until one ends"}
+	SessionsMax = &Setting{Name: "SESSIONS_MAX", Env: "SCRATCHRUN_SESSIONS_MAX", Type: Int, Default: "64", Min: 1,
+		Commands: servers, Help: "sessions this engine (or worker) holds open at once, of all callers: each keeps its sandbox, its memory and, with egress, a network slot"}
+	SessionsMaxMemory = &Setting{Name: "SESSIONS_MAX_MEMORY_MB", Env: "SCRATCHRUN_SESSIONS_MAX_MEMORY_MB", Type: Int, Default: "1024", Min: 1, Unit: "MB",
+		Commands: sessionPolicy, Help: "the largest memory limit a session may ask for, for all its processes over its whole life (a session that asks for none gets SCRATCHRUN_DEFAULT_MEMORY_MB)"}
 
 	// Network.
 
@@ -232,6 +253,7 @@ var All = []*Setting{
 	DefaultTimeout, MaxTimeout, DefaultMemory, MaxMemory, OutputLimit, MaxReturn, MaxPids, CPUMillicores, TmpMB, WritableMB,
 	Capacity, MemoryBudget, CallFloor, CPUThreshold, Queue, QueueWait,
 	PoolFloor, PoolMax, PoolMemory, PoolBuilders,
+	Sessions, SessionsIdleTTL, SessionsMaxIdleTTL, SessionsMaxLifetime, SessionsPerKey, SessionsMax, SessionsMaxMemory,
 	NetworkDefault, AllowEgress, DNS, EgressAllow, EgressBlock, EgressSubnet, EgressMaxConnections, EgressConnectionsPerSecond,
 	Isolation, StateDir, CgroupParent, AllowUnenforced, Runsc, GVisorPlatform, QEMU, MicroVMKernel, MicroVMAccel, MicroVMSnapshots, DataDir, Debug,
 	ListenAddr, DB, AllowNoAuth, MaxBody, MaxConns, MetricsAddr, AllowPublicMetrics, ConsoleToken, PublicURL,

@@ -97,8 +97,15 @@ type Setting struct {
 	Meta string
 	// Commands are where the setting applies.
 	Commands []Command
-	// Help is one line for --help and the docs.
+	// Help is one line for --help and the docs, describing the setting
+	// as it works once read (not while Pending).
 	Help string
+	// Pending is a setting declared ahead of the code that reads it (a
+	// feature built in steps): the docs and the environment file list it,
+	// marked as not read yet, but no command defines its flag, reads its
+	// variable or lists it in --help, so that no command takes a setting
+	// it would ignore. The step that reads it clears Pending.
+	Pending bool
 }
 
 // AppliesTo reports whether s is read by cmd.
@@ -114,10 +121,14 @@ const (
 	FromFlag
 )
 
-// For returns the settings that apply to any of cmds, in list order.
+// For returns the settings that apply to any of cmds, in list order
+// (none that is Pending).
 func For(cmds ...Command) []*Setting {
 	var out []*Setting
 	for _, s := range All {
+		if s.Pending {
+			continue
+		}
 		for _, c := range cmds {
 			if s.AppliesTo(c) {
 				out = append(out, s)

@@ -3,7 +3,9 @@
 // share between front ends (sql_oauth.go: clients, authorization requests,
 // refresh tokens by hash, the signing key; opaque text to the store) and
 // the entries of idempotent retries (sql_idempotency.go: claimed by one
-// request of a key, then its answer as bytes) in
+// request of a key, then its answer as bytes), the rows of code sessions
+// (sql_sessions.go: by the hash of the id, open or a tombstone for a day,
+// and the operator's end requests) in
 // one of two databases, behind one concrete type
 // (Store): an embedded SQLite file (pure Go, modernc.org/sqlite; the
 // single-machine default), in WAL mode so that servers and the `scratchrun

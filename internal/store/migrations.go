@@ -113,6 +113,24 @@ var schema = []string{
 		PRIMARY KEY (caller, idem_key)
 	);
 	CREATE INDEX idempotency_expires ON idempotency(expires_ms);`,
+	// 6: code sessions (sql_sessions.go): one row per session, by the
+	// hash of its id, open until ended_ms is set; ended rows are kept a
+	// while as tombstones, so that the owner's next use hears why.
+	`CREATE TABLE code_sessions (
+		id_hash       TEXT PRIMARY KEY,
+		owner         TEXT NOT NULL,
+		server        TEXT NOT NULL,
+		worker        TEXT NOT NULL DEFAULT '',
+		runtime       TEXT NOT NULL,
+		created_ms    {bigint} NOT NULL,
+		expires_ms    {bigint} NOT NULL,
+		ended_ms      {bigint},
+		end_reason    TEXT NOT NULL DEFAULT '',
+		end_requested INTEGER NOT NULL DEFAULT 0
+	);
+	CREATE INDEX code_sessions_owner ON code_sessions(owner, ended_ms);
+	CREATE INDEX code_sessions_server ON code_sessions(server, worker, ended_ms);
+	CREATE INDEX code_sessions_ended ON code_sessions(ended_ms);`,
 }
 
 // columnTypes is how a database spells the column types the two name

@@ -2,8 +2,9 @@
 
 The binary is $SCRATCHRUN_BIN, else built from this checkout with
 `go build ./cmd/scratchrun`. The server gets a throwaway --db with keys
-from `scratchrun keys create`, and is stopped by SIGTERM at the end: its
-drain ends any sandbox still running, and the session fails if it does
+from `scratchrun keys create` and offers sessions (--sessions), and is
+stopped by SIGTERM at the end: its drain ends any sandbox still running
+(an open session's included), and the pytest session fails if it does
 not exit cleanly or leaves a process it started. The tests need root (sandboxes) and the installed images,
 as the Go tests that start the binary do.
 """
@@ -31,6 +32,10 @@ REPO = CLIENT_ROOT.parent.parent
 
 # The package under test is this checkout's, not an installed copy.
 sys.path.insert(0, str(CLIENT_ROOT / "src"))
+
+#: The keys of the session tests, one each.
+SESSION_KEYS = ("ses-life", "ses-get", "ses-files", "ses-fork", "ses-idem", "ses-limit", "ses-stream")
+SESSIONS_PER_KEY = 2
 
 _KEY_LINE = re.compile(r"^sr_[A-Za-z0-9_-]+$")
 _LISTENING = re.compile(r"listening on (http://127\.0\.0\.1:\d+)")
@@ -122,9 +127,16 @@ def server() -> Iterator[Server]:
             # Only the idempotency tests use these, so that their usage rows are theirs.
             "idem": _create_key(binary, db, "py-idem"),
             "idem-stream": _create_key(binary, db, "py-idem-stream"),
+            # The session tests' (tests/test_sessions.py): each test its own
+            # key, so that the key's maximum of open sessions is its own.
+            **{name: _create_key(binary, db, "py-" + name) for name in SESSION_KEYS},
         }
+        # Sessions on (POST /v1/exec is the same with them), at most
+        # SESSIONS_PER_KEY open per key: the limit's test opens that many.
+        env = dict(os.environ, SCRATCHRUN_SESSIONS_PER_KEY=str(SESSIONS_PER_KEY))
         proc = subprocess.Popen(
-            [binary, "serve", "--addr", "127.0.0.1:0", "--db", str(db)],
+            [binary, "serve", "--addr", "127.0.0.1:0", "--db", str(db), "--sessions"],
+            env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,

@@ -16,6 +16,7 @@ import pytest
 import scratchrun
 from scratchrun.client import request_body
 from scratchrun.errors import from_document
+from scratchrun.sessions import file_path, session_path
 from scratchrun.sse import Message, read_messages
 
 from conftest import CLIENT_ROOT
@@ -66,6 +67,13 @@ def test_request_body() -> None:
         (409, {"code": "idempotency_key_reused", "message": "m"}, scratchrun.IdempotencyConflict),
         (409, {"code": "idempotency_unknown", "message": "m"}, scratchrun.IdempotencyConflict),
         (500, {"code": "internal", "message": "m"}, scratchrun.ServerError),
+        (404, {"code": "session_not_found", "message": "m"}, scratchrun.SessionNotFound),
+        (410, {"code": "session_ended", "message": "m"}, scratchrun.SessionEnded),
+        (502, {"code": "session_lost", "message": "m"}, scratchrun.SessionLost),
+        (429, {"code": "session_limit", "message": "m", "reason": "key_sessions"}, scratchrun.SessionLimit),
+        (404, {"code": "file_not_found", "message": "m"}, scratchrun.SessionFileNotFound),
+        (413, {"code": "file_too_large", "message": "m"}, scratchrun.FileTooLarge),
+        (409, {"code": "fork_unsupported", "message": "m"}, scratchrun.ForkUnsupported),
     ],
 )
 def test_errors_by_code(status: int, doc: dict[str, object], cls: type[scratchrun.ScratchRunError]) -> None:
@@ -74,6 +82,25 @@ def test_errors_by_code(status: int, doc: dict[str, object], cls: type[scratchru
     assert (err.status, err.code, err.retry_after) == (status, doc["code"], 7.0)
     assert err.field == doc.get("field", "") and err.reason == doc.get("reason", "")
     assert err.limit == doc.get("limit", 0)
+
+
+def test_session_ended_says_how() -> None:
+    doc = {"error": {"code": "session_ended", "message": "m", "ended": {"reason": "idle_ttl", "at": "2026-01-02T03:04:05Z", "state_purged": True}}}
+    err = from_document(410, json.dumps(doc).encode())
+    assert isinstance(err, scratchrun.SessionEnded) and err.ended is not None
+    assert (err.ended.reason, err.ended.at, err.ended.state_purged) == ("idle_ttl", "2026-01-02T03:04:05Z", True)
+    assert isinstance(from_document(410, b'{"error":{"code":"session_ended","message":"m"}}'), scratchrun.SessionEnded)
+
+
+def test_session_routes_escape_each_segment() -> None:
+    assert file_path("ses_a", "/tmp/dir with space/é#?.bin") == "/v1/sessions/ses_a/files/tmp/dir%20with%20space/%C3%A9%23%3F.bin"
+    assert session_path("a/b?", "/exec") == "/v1/sessions/a%2Fb%3F/exec"
+    with pytest.raises(ValueError):
+        file_path("ses_a", "tmp/x")
+
+
+def test_session_request_body_leaves_runtime_out() -> None:
+    assert json.loads(request_body("c", None, None, None, None, 500, None, None)) == {"code": "c", "limits": {"timeout_ms": 500}}
 
 
 def test_error_of_a_page_that_is_no_document() -> None:
@@ -171,3 +198,19 @@ def test_the_key_never_follows_a_redirect() -> None:
     with pytest.raises(scratchrun.ScratchRunError):
         client.run("echo hi", runtime="bash")
     assert all("sr_live_secret" not in str(h) for h in elsewhere.seen)
+
+
+def test_session_result_document() -> None:
+    doc = {
+        "exit_code": 137,
+        "stdout": "",
+        "stderr": "",
+        "outcome": "memory_limit",
+        "state_purged": True,
+        "files": {"/tmp/a": "AP8="},
+        "session": {"id": "ses_x", "expires_at": "t", "interpreter": "restarted", "ended": {"reason": "memory_limit", "at": "t2", "state_purged": True}},
+    }
+    r = scratchrun.SessionResult.from_document(doc)
+    assert (r.exit_code, r.outcome, r.files, r.document) == (137, "memory_limit", {"/tmp/a": b"\x00\xff"}, doc)
+    assert (r.session.id, r.session.interpreter, r.session.between_calls_output_bytes) == ("ses_x", "restarted", 0)
+    assert r.session.ended is not None and r.session.ended.reason == "memory_limit"

@@ -269,5 +269,14 @@ def test_invalid_idempotency_key_names_the_header(server: Server) -> None:
     assert e.value.field == "Idempotency-Key"
 
 
+def test_body_over_max_body_is_its_413(server: Server) -> None:
+    """The server answers a body over --max-body (10 MiB) from its
+    Content-Length and stops reading: the client still reads that answer,
+    rather than reporting the reset that meets the rest of the body."""
+    with pytest.raises(scratchrun.ScratchRunError) as e:
+        client(server, max_retries=0).run("x", files={"/tmp/big": b"0" * (12 << 20)})
+    assert (e.value.status, e.value.code) == (413, "body_too_large"), repr(e.value)
+
+
 def test_result_not_replayed_without_a_key(server: Server) -> None:
     assert client(server).run("print(1)").replayed is False

@@ -2,11 +2,30 @@
 // 20+ and browsers share (fetch, ReadableStream, TextDecoder, AbortSignal),
 // so that one build serves both.
 
-import { ConnectionError, ScratchRunError, RefusedError, errorFromAnswer, errorFromDocument, parseRetryAfter } from "./errors.js";
+import { ConnectionError, ScratchRunError, RefusedError, SessionLimitError, errorFromAnswer, errorFromDocument, parseRetryAfter } from "./errors.js";
+import {
+  filePath,
+  fromWireSessionEnd,
+  fromWireSessionInfo,
+  fromWireSessionResult,
+  sessionPath,
+  wireSessionCall,
+  wireSessionRequest,
+} from "./sessions.js";
+import type { SessionEnd, SessionInfo, SessionRequest, SessionResult, SessionRunRequest } from "./sessions.js";
 import { readSSE } from "./sse.js";
 import { fromWireInfo, fromWireResult, wireRequest } from "./types.js";
 import type { Result, RunRequest, ServerInfo } from "./types.js";
-import type { WireError, WireInfo, WireOutput, WireResult, WireStarted } from "./wire.js";
+import type {
+  WireError,
+  WireInfo,
+  WireOutput,
+  WireSessionEnd,
+  WireSessionFileWritten,
+  WireSessionInfo,
+  WireSessionList,
+  WireStarted,
+} from "./wire.js";
 
 /** The server a client talks to when neither the options nor SCRATCHRUN_API_URL say. */
 export const DEFAULT_URL = "http://127.0.0.1:8722";
@@ -53,16 +72,19 @@ export interface CallOptions {
   signal?: AbortSignal | undefined;
 }
 
-/** One event of a streamed run, in the order the server sent them. */
-export type StreamEvent =
+/** One event of a streamed run, in the order the server sent them; R is a session's SessionResult. */
+export type StreamEvent<R extends Result = Result> =
   | { type: "started"; elapsedMs: number }
   | { type: "stdout"; text: string }
   | { type: "stderr"; text: string }
-  | { type: "result"; result: Result }
+  | { type: "result"; result: R }
   | { type: "error"; error: ScratchRunError };
 
+/** Reads a run's result document W as the client's R. */
+type Convert<W, R extends Result> = (doc: W, replayed: boolean) => R;
+
 /** Statuses a stream's error event would have had as a plain answer. */
-const statusOfCode: Record<string, number> = { worker_lost: 502, draining: 503, no_workers: 503, internal: 500 };
+const statusOfCode: Record<string, number> = { worker_lost: 502, session_lost: 502, session_ended: 410, draining: 503, no_workers: 503, internal: 500 };
 
 /** The retries of one call, shared by its attempts. */
 interface Attempts {
@@ -102,18 +124,22 @@ export class ScratchRun {
   }
 
   /** Runs req and returns its result once the run has ended. */
-  async run(req: RunRequest, options: CallOptions = {}): Promise<Result> {
-    const body = JSON.stringify(wireRequest(req));
+  run(req: RunRequest, options: CallOptions = {}): Promise<Result> {
+    return this.#result("/v1/exec", JSON.stringify(wireRequest(req)), options, fromWireResult);
+  }
+
+  /** POSTs a run's body to path and returns its result once the run has ended. */
+  async #result<W, R extends Result>(path: string, body: string, options: CallOptions, convert: Convert<W, R>): Promise<R> {
     const attempts = execAttempts(options);
     for (;;) {
-      const resp = await this.#send("POST", "/v1/exec", body, "application/json", options, attempts);
+      const resp = await this.#send("POST", path, body, "application/json", options, attempts);
       const replayed = resp.headers.get("Idempotency-Replayed") === "true";
       try {
         if (isEventStream(resp)) {
           // A replay of a first request that streamed is its stream.
-          return await resultOfStream(resp, replayed);
+          return await resultOfStream(resp, replayed, convert);
         }
-        return fromWireResult(await readJSON<WireResult>(resp), replayed);
+        return convert(await readJSON<W>(resp), replayed);
       } catch (err) {
         if (!(err instanceof BodyLost)) throw err;
         await this.#retryConnection(err, options, attempts);
@@ -143,25 +169,29 @@ export class ScratchRun {
    * idempotencyKey, a lost connection is retried and the replayed events
    * already yielded are skipped, so each event comes once.
    */
-  async *stream(req: RunRequest, options: CallOptions = {}): AsyncGenerator<StreamEvent, void, undefined> {
-    const body = JSON.stringify(wireRequest(req));
+  stream(req: RunRequest, options: CallOptions = {}): AsyncGenerator<StreamEvent, void, undefined> {
+    return this.#events("/v1/exec", JSON.stringify(wireRequest(req)), options, fromWireResult);
+  }
+
+  /** POSTs a run's body to path asking for its events, and yields them as stream does. */
+  async *#events<W, R extends Result>(path: string, body: string, options: CallOptions, convert: Convert<W, R>): AsyncGenerator<StreamEvent<R>, void, undefined> {
     const attempts = execAttempts(options);
     let seen = 0;
     for (;;) {
-      const resp = await this.#send("POST", "/v1/exec", body, "text/event-stream", options, attempts);
+      const resp = await this.#send("POST", path, body, "text/event-stream", options, attempts);
       const replayed = resp.headers.get("Idempotency-Replayed") === "true";
       if (!isEventStream(resp)) {
         // A server that does not stream (or a replay of a request that did
         // not) answers with the result alone.
-        let wire: WireResult;
+        let wire: W;
         try {
-          wire = await readJSON<WireResult>(resp);
+          wire = await readJSON<W>(resp);
         } catch (err) {
           if (!(err instanceof BodyLost)) throw err;
           await this.#retryConnection(err, options, attempts);
           continue;
         }
-        yield { type: "result", result: fromWireResult(wire, replayed) };
+        yield { type: "result", result: convert(wire, replayed) };
         return;
       }
       try {
@@ -171,7 +201,7 @@ export class ScratchRun {
             if (id <= seen) continue;
             seen = id;
           }
-          const event = toEvent(msg.event, msg.data, replayed);
+          const event = toEvent(msg.event, msg.data, replayed, convert);
           if (event === undefined) continue;
           yield event;
           if (event.type === "result" || event.type === "error") return;
@@ -186,15 +216,129 @@ export class ScratchRun {
     }
   }
 
+  // Sessions (a server run with --sessions; docs/api.md, "Sessions").
+
+  /**
+   * Opens a session (POST /v1/sessions). Without an idempotencyKey a lost
+   * connection is not retried: the session may have opened, and a retry
+   * would open another.
+   */
+  openSession(req: SessionRequest, options: CallOptions = {}): Promise<SessionInfo> {
+    return this.#sessionInfo("/v1/sessions", JSON.stringify(wireSessionRequest(req)), options);
+  }
+
+  /** Opens a new session holding a copy of session id (POST /v1/sessions/{id}/fork); retried as openSession is. */
+  forkSession(id: string, options: CallOptions = {}): Promise<SessionInfo> {
+    return this.#sessionInfo(sessionPath(id, "/fork"), "{}", options);
+  }
+
+  async #sessionInfo(path: string, body: string, options: CallOptions): Promise<SessionInfo> {
+    return fromWireSessionInfo(await this.#json<WireSessionInfo>("POST", path, body, options, options.idempotencyKey !== undefined));
+  }
+
+  /** The caller's open sessions (GET /v1/sessions). */
+  async sessions(options: { signal?: AbortSignal | undefined } = {}): Promise<SessionInfo[]> {
+    const list = await this.#json<WireSessionList>("GET", "/v1/sessions", undefined, options, true);
+    return (list.sessions ?? []).map(fromWireSessionInfo);
+  }
+
+  /**
+   * The key's open session id as it is now (GET /v1/sessions/{id}): its
+   * settings, state, memory in use and expiry. A SessionNotFoundError when
+   * no open session of this key has the id, a SessionEndedError (its
+   * ended) once it ended; retried as any read.
+   */
+  async session(id: string, options: { signal?: AbortSignal | undefined } = {}): Promise<SessionInfo> {
+    return fromWireSessionInfo(await this.#json<WireSessionInfo>("GET", sessionPath(id), undefined, options, true));
+  }
+
+  /**
+   * Runs req in session id (POST /v1/sessions/{id}/exec), with the
+   * session's runtime unless req names one; retried as run is.
+   */
+  runInSession(id: string, req: SessionRunRequest, options: CallOptions = {}): Promise<SessionResult> {
+    return this.#result(sessionPath(id, "/exec"), JSON.stringify(wireSessionCall(req)), options, fromWireSessionResult);
+  }
+
+  /** Runs req in session id as runInSession does, and yields its events as stream does. */
+  streamInSession(id: string, req: SessionRunRequest, options: CallOptions = {}): AsyncGenerator<StreamEvent<SessionResult>, void, undefined> {
+    return this.#events(sessionPath(id, "/exec"), JSON.stringify(wireSessionCall(req)), options, fromWireSessionResult);
+  }
+
+  /** The bytes of the file at path (absolute) in session id (GET /v1/sessions/{id}/files/{path}). */
+  async readSessionFile(id: string, path: string, options: { signal?: AbortSignal | undefined } = {}): Promise<Uint8Array> {
+    const attempts: Attempts = { n: 0, repeatable: true };
+    for (;;) {
+      const resp = await this.#send("GET", filePath(id, path), undefined, "application/octet-stream", options, attempts);
+      try {
+        return new Uint8Array(await resp.arrayBuffer());
+      } catch (err) {
+        if (options.signal?.aborted) throw options.signal.reason ?? err;
+        await this.#retryConnection(new BodyLost(`answer lost: ${describe(err)}`, { cause: err }), options, attempts);
+      }
+    }
+  }
+
+  /**
+   * Writes data (a string as UTF-8) as the file at path (absolute) in
+   * session id, its missing parents made (PUT /v1/sessions/{id}/files/{path}),
+   * and returns the size written. Retried as a read is: the same bytes
+   * written again leave the same file.
+   */
+  async writeSessionFile(id: string, path: string, data: Uint8Array | string, options: { signal?: AbortSignal | undefined } = {}): Promise<number> {
+    // A copy: fetch takes no view of a SharedArrayBuffer, and the caller may change data meanwhile.
+    const bytes = typeof data === "string" ? new TextEncoder().encode(data) : new Uint8Array(data);
+    const written = await this.#json<WireSessionFileWritten>("PUT", filePath(id, path), bytes, options, true, "application/octet-stream");
+    return written.size;
+  }
+
+  /**
+   * Ends session id and purges it (DELETE /v1/sessions/{id}): the answer
+   * says whether its teardown was verified. A lost connection is not
+   * retried: the retry would find the session ended.
+   */
+  async closeSession(id: string, options: { signal?: AbortSignal | undefined } = {}): Promise<SessionEnd> {
+    return fromWireSessionEnd(await this.#json<WireSessionEnd>("DELETE", sessionPath(id), undefined, options, false));
+  }
+
+  /** One call answered with JSON, retried after a lost connection when repeatable. */
+  async #json<T>(
+    method: string,
+    path: string,
+    body: string | Uint8Array<ArrayBuffer> | undefined,
+    options: CallOptions,
+    repeatable: boolean,
+    contentType = "application/json",
+  ): Promise<T> {
+    const attempts: Attempts = { n: 0, repeatable };
+    for (;;) {
+      const resp = await this.#send(method, path, body, "application/json", options, attempts, contentType);
+      try {
+        return await readJSON<T>(resp);
+      } catch (err) {
+        if (!(err instanceof BodyLost)) throw err;
+        await this.#retryConnection(err, options, attempts);
+      }
+    }
+  }
+
   /**
    * Sends one request, retrying refusals (429, and 503 with a reason:
    * nothing ran) after their Retry-After, and a failed connection when
    * options has an idempotency key; returns a 2xx answer, else throws
    * the server's error.
    */
-  async #send(method: string, path: string, body: string | undefined, accept: string, options: CallOptions, attempts: Attempts): Promise<Response> {
+  async #send(
+    method: string,
+    path: string,
+    body: string | Uint8Array<ArrayBuffer> | undefined,
+    accept: string,
+    options: CallOptions,
+    attempts: Attempts,
+    contentType = "application/json",
+  ): Promise<Response> {
     const headers: Record<string, string> = { Accept: accept };
-    if (body !== undefined) headers["Content-Type"] = "application/json";
+    if (body !== undefined) headers["Content-Type"] = contentType;
     if (this.#apiKey) headers["Authorization"] = `Bearer ${this.#apiKey}`;
     if (options.idempotencyKey !== undefined) headers["Idempotency-Key"] = options.idempotencyKey;
     for (;;) {
@@ -219,7 +363,8 @@ export class ScratchRun {
         continue;
       }
       const error = errorFromAnswer(resp.status, text, parseRetryAfter(resp.headers.get("Retry-After")));
-      if (!(error instanceof RefusedError) || attempts.n >= this.#maxRetries) throw error;
+      // Waiting frees none of the key's sessions: only closing one does.
+      if (!(error instanceof RefusedError) || error instanceof SessionLimitError || attempts.n >= this.#maxRetries) throw error;
       const delayMs = error.retryAfter !== undefined ? error.retryAfter * 1000 : backoffMs(attempts.n);
       if (delayMs > this.#maxRetryDelayMs) throw error;
       await this.#wait(error, delayMs, options, attempts);
@@ -327,7 +472,7 @@ async function* readSSEOrLost(resp: Response): AsyncGenerator<{ id: string; even
 }
 
 /** The event of one SSE message; undefined for a name this client does not know. */
-function toEvent(name: string, data: string, replayed: boolean): StreamEvent | undefined {
+function toEvent<W, R extends Result>(name: string, data: string, replayed: boolean, convert: Convert<W, R>): StreamEvent<R> | undefined {
   switch (name) {
     case "started":
       return { type: "started", elapsedMs: (JSON.parse(data) as WireStarted).elapsed_ms };
@@ -335,7 +480,7 @@ function toEvent(name: string, data: string, replayed: boolean): StreamEvent | u
     case "stderr":
       return { type: name, text: (JSON.parse(data) as WireOutput).text };
     case "result":
-      return { type: "result", result: fromWireResult(JSON.parse(data) as WireResult, replayed) };
+      return { type: "result", result: convert(JSON.parse(data) as W, replayed) };
     case "error": {
       const doc = (JSON.parse(data) as WireError).error;
       return { type: "error", error: errorFromDocument(statusOfCode[doc.code] ?? 500, doc) };
@@ -345,9 +490,9 @@ function toEvent(name: string, data: string, replayed: boolean): StreamEvent | u
 }
 
 /** The result of a streamed answer, read to its end (the run's error thrown). */
-async function resultOfStream(resp: Response, replayed: boolean): Promise<Result> {
+async function resultOfStream<W, R extends Result>(resp: Response, replayed: boolean, convert: Convert<W, R>): Promise<R> {
   for await (const msg of readSSEOrLost(resp)) {
-    const event = toEvent(msg.event, msg.data, replayed);
+    const event = toEvent(msg.event, msg.data, replayed, convert);
     if (event?.type === "result") return event.result;
     if (event?.type === "error") throw event.error;
   }

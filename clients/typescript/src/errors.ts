@@ -3,6 +3,10 @@
 // refusal to wait out, a run that may have happened) without parsing text.
 
 
+import { fromWireSessionEnd } from "./sessions.js";
+import type { SessionEnd } from "./sessions.js";
+import type { WireSessionEnd } from "./wire.js";
+
 /** What the server said of a failed call, and how it was said. */
 export interface ErrorDetails {
   /** The error document's code, e.g. "invalid_request"; "connection" when no answer came. */
@@ -17,6 +21,8 @@ export interface ErrorDetails {
   limit?: number;
   /** The server's Retry-After in seconds, when it sent one. */
   retryAfter?: number;
+  /** How and when the session ended, for session_ended. */
+  ended?: SessionEnd;
 }
 
 /** Any error of a ScratchRun call: the server's error document, or no answer. */
@@ -68,6 +74,38 @@ export class WorkerLostError extends ScratchRunError {}
  */
 export class IdempotencyConflictError extends ScratchRunError {}
 
+/** 404 session_not_found: no open session has this id for this API key (another key's gets the same answer, on purpose). */
+export class SessionNotFoundError extends ScratchRunError {}
+
+/** 410 session_ended: the session ended; ended says why and when. Its files and state are gone. */
+export class SessionEndedError extends ScratchRunError {
+  /** The error document's ended, when the server sent it. */
+  readonly ended: SessionEnd | undefined;
+
+  constructor(message: string, details: ErrorDetails, options?: { cause?: unknown }) {
+    super(message, details, options);
+    this.ended = details.ended;
+  }
+}
+
+/** 502 session_lost: the cluster worker holding the session was lost, and the session with it. */
+export class SessionLostError extends ScratchRunError {}
+
+/**
+ * 429 session_limit (reason key_sessions): the key has its maximum of open
+ * sessions. It has no Retry-After and is not retried: close one first.
+ */
+export class SessionLimitError extends RefusedError {}
+
+/** 404 file_not_found: the session holds no regular file at the path. */
+export class SessionFileNotFoundError extends ScratchRunError {}
+
+/** 413 file_too_large: a write over the server's largest file (nothing written), or a read of one larger than a run may return. */
+export class FileTooLargeError extends ScratchRunError {}
+
+/** 409 fork_unsupported: the server's isolation level cannot fork a session. */
+export class ForkUnsupportedError extends ScratchRunError {}
+
 /** No answer: the connection failed or dropped before the answer was read. */
 export class ConnectionError extends ScratchRunError {}
 
@@ -83,6 +121,20 @@ function classOf(code: string, status: number, reason: string | undefined): type
     case "idempotency_key_reused":
     case "idempotency_unknown":
       return IdempotencyConflictError;
+    case "session_not_found":
+      return SessionNotFoundError;
+    case "session_ended":
+      return SessionEndedError;
+    case "session_lost":
+      return SessionLostError;
+    case "session_limit":
+      return SessionLimitError;
+    case "file_not_found":
+      return SessionFileNotFoundError;
+    case "file_too_large":
+      return FileTooLargeError;
+    case "fork_unsupported":
+      return ForkUnsupportedError;
   }
   if (status === 429 || (status === 503 && reason !== undefined)) return RefusedError;
   if (status === 400) return BadRequestError;
@@ -108,6 +160,7 @@ export interface ErrorDetail {
   reason?: string | undefined;
   field?: string | undefined;
   limit?: number | undefined;
+  ended?: WireSessionEnd | undefined;
 }
 
 /** The error of an error document (from a non-2xx answer or a stream's error event). */
@@ -117,6 +170,7 @@ export function errorFromDocument(status: number, doc: ErrorDetail, retryAfter?:
   if (doc.reason !== undefined && doc.reason !== "") details.reason = doc.reason;
   if (doc.limit !== undefined && doc.limit !== 0) details.limit = doc.limit;
   if (retryAfter !== undefined) details.retryAfter = retryAfter;
+  if (doc.ended !== undefined) details.ended = fromWireSessionEnd(doc.ended);
   const Class = classOf(doc.code, status, details.reason);
   return new Class(`scratchrun: ${status} ${doc.code}: ${doc.message}`, details);
 }
@@ -130,6 +184,7 @@ function codeForStatus(status: number): string {
       return "unauthorized";
     case 413:
       return "body_too_large";
+
     case 429:
       return "at_capacity";
     case 503:

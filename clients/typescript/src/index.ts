@@ -4,7 +4,8 @@
 export { ScratchRun, DEFAULT_URL } from "./client.js";
 export type { ClientOptions, CallOptions, RetryInfo, StreamEvent } from "./client.js";
 export type { RunRequest, Result, ServerInfo, RuntimeInfo, LimitRange } from "./types.js";
-export type { WireFacts, WireOutputCut, WireAdmission, ErrorCode, RefusalReason, Outcome } from "./wire.js";
+export type { SessionRequest, SessionRunRequest, SessionInfo, SessionEnd, SessionCallInfo, SessionResult, SessionsInfo } from "./sessions.js";
+export type { WireFacts, WireOutputCut, WireAdmission, ErrorCode, RefusalReason, Outcome, SessionEndReason } from "./wire.js";
 export {
   ScratchRunError,
   BadRequestError,
@@ -13,5 +14,12 @@ export {
   WorkerLostError,
   IdempotencyConflictError,
   ConnectionError,
+  SessionNotFoundError,
+  SessionEndedError,
+  SessionLostError,
+  SessionLimitError,
+  SessionFileNotFoundError,
+  FileTooLargeError,
+  ForkUnsupportedError,
 } from "./errors.js";
 export type { ErrorDetails } from "./errors.js";

@@ -119,6 +119,117 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sessions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List the caller's open sessions */
+        get: operations["listSessions"];
+        put?: never;
+        /**
+         * Open a session: a sandbox kept across calls
+         * @description Opens a session: one sandbox whose files, processes and (for Python and Node) interpreter state persist from one call in it to the next, until it is closed (`DELETE`), idle for its idle TTL, past its lifetime, or ended by the server (its memory limit, shutdown). `POST /v1/exec` still runs each call in a fresh sandbox. Offered only when the server runs with sessions on (`GET /v1/runtimes` then describes their policy in `sessions`); off, these routes are 404.
+         *
+         *     The session's `limits.memory_mb` holds for its whole life, `limits.timeout_ms` is each call's default. `idle_ttl_ms` and `max_lifetime_ms` take the operator's default when absent; an explicit 0 is a 400 naming the field.
+         */
+        post: operations["openSession"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Look up a session
+         * @description The caller's open session: its settings, state, memory in use and when it expires. It spends nothing of the key's rate, and asks only the worker that holds the session.
+         */
+        get: operations["getSession"];
+        put?: never;
+        post?: never;
+        /**
+         * Close a session
+         * @description Ends the session and purges its sandbox; the answer says whether the teardown was verified (`state_purged`).
+         */
+        delete: operations["closeSession"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/exec": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Run code in a session
+         * @description Runs a call in the session: the request of `POST /v1/exec`, whose `runtime` is the session's when absent, whose `network` and `limits.memory_mb` may only repeat the session's (another is a 400 naming the field), and whose `limits.timeout_ms` is its own. The answer is a `Result` with `state_purged: false` while the session goes on, and `session`: its id, when it expires if no call comes, and what became of its interpreter. Streams as `POST /v1/exec` does with `Accept: text/event-stream`; its `result` event carries this answer.
+         */
+        post: operations["execInSession"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/fork": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Fork a session
+         * @description Opens a new session of the caller's holding a copy of this one: its files (`fork: files`), or its files and memory (`fork: memory`), as the parent's `fork` says. It counts toward the key's maximum of sessions. The body is empty or `{}`: a fork takes no options.
+         */
+        post: operations["forkSession"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/files/{path}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read a file of a session
+         * @description The file's bytes as they are, binary-safe.
+         */
+        get: operations["readSessionFile"];
+        /**
+         * Write a file of a session
+         * @description The body's bytes as they are become the file (its missing parents are made), at most the policy's largest file (`max_file_bytes` of the server's policy: 8 MiB by default; larger is a 413 and nothing is written).
+         */
+        put: operations["writeSessionFile"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -246,18 +357,19 @@ export interface components {
              * @description What went wrong, for programs. `insufficient_scope` is only answered at /mcp (an OAuth token without its scopes), outside this document.
              * @enum {string}
              */
-            code: "invalid_request" | "unauthorized" | "forbidden" | "insufficient_scope" | "not_found" | "method_not_allowed" | "body_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "idempotency_unknown" | "at_capacity" | "rate_limited" | "concurrency_limited" | "draining" | "no_workers" | "not_ready" | "worker_lost" | "internal";
+            code: "invalid_request" | "unauthorized" | "forbidden" | "insufficient_scope" | "not_found" | "method_not_allowed" | "body_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "idempotency_unknown" | "at_capacity" | "rate_limited" | "concurrency_limited" | "draining" | "no_workers" | "not_ready" | "worker_lost" | "internal" | "session_not_found" | "session_ended" | "session_lost" | "session_limit" | "file_not_found" | "file_too_large" | "fork_unsupported" | "session_call_not_started" | "session_worker_unanswered";
             /** @description In words a person or a model can act on; for a 400 it starts with the field, for a refusal it says when to retry. */
             message: string;
             /**
              * @description Why a call was refused before anything of it ran.
              * @enum {string}
              */
-            reason?: "memory" | "cpu" | "at_capacity" | "queue_full" | "key_rate" | "key_concurrency" | "draining" | "no_workers" | "unknown_runtime";
+            reason?: "memory" | "cpu" | "at_capacity" | "queue_full" | "key_rate" | "key_concurrency" | "draining" | "no_workers" | "unknown_runtime" | "key_sessions" | "sessions_full" | "session_worker_unanswered";
             /** @description The request field at fault, as a JSON path (`limits.timeout_ms`, `return_files[2]`, `files["/proc/x"]`), `body`, or the header `Idempotency-Key`. */
             field?: string;
             /** @description The key's limit that was hit: runs per minute (`key_rate`) or requests in flight (`key_concurrency`). */
             limit?: number;
+            ended?: components["schemas"]["SessionEnd"];
         };
         /** @description What the server offers. */
         Info: {
@@ -286,6 +398,7 @@ export interface components {
             admission?: components["schemas"]["AdmissionInfo"];
             /** @description True when microvm runs under software emulation (slow; for testing). */
             software_emulation?: boolean;
+            sessions?: components["schemas"]["SessionsInfo"];
         };
         /** @description One installed runtime. */
         RuntimeInfo: {
@@ -376,6 +489,148 @@ export interface components {
         Output: {
             /** @description The chunk, decoded as UTF-8 with invalid bytes replaced. */
             text: string;
+        };
+        /** @description The server offers sessions (`POST /v1/sessions`), within these bounds. Absent when it offers none. */
+        SessionsInfo: {
+            /** @description The idle TTL of a session that asks for none. */
+            idle_ttl_ms: number;
+            /** @description The longest idle TTL a session may ask for. */
+            max_idle_ttl_ms: number;
+            /** @description The longest a session lives, however busy. */
+            max_lifetime_ms: number;
+            /** @description Sessions one API key may have open at once (0: no bound). */
+            per_key: number;
+            /** @description The largest memory limit a session may ask for, for its whole life. */
+            max_memory_mb: number;
+        };
+        /** @description A call in a session: `Request`'s fields, `runtime` optional (the session's when absent). */
+        SessionCall: {
+            /**
+             * @description An installed runtime (`GET /v1/runtimes`), or an alias the operator declared.
+             * @example python3.13
+             */
+            runtime?: string;
+            /** @description The program, written to `/code/main.py` (`main.js`, `main.sh`, ...); the working directory is `/tmp`. At most 1 MiB (fixed), no NUL byte. */
+            code: string;
+            limits?: components["schemas"]["Limits"];
+            /** @description Added to the sandbox's environment (secrets belong here, not in `code`). At most 100 entries and 64 KiB in all (fixed); no NUL byte. */
+            env?: {
+                [key: string]: string;
+            };
+            /** @description Text files written before the run, by absolute path. `files` and `files_base64` together hold at most 100 files and 8 MiB decoded (fixed); a path may be in only one of them. */
+            files?: {
+                [key: string]: string;
+            };
+            /** @description An extension: binary input files, base64 (standard alphabet), as `files`. */
+            files_base64?: {
+                [key: string]: string;
+            };
+            /** @description Paths read after the run and returned in the result's `files` (at most 20, fixed; their size in all is capped by the operator's `max_return_bytes`). */
+            return_files?: string[];
+            /**
+             * @description `none`: loopback only; `egress`: the public internet (never private networks or the host), when the operator allows it (`egress_allowed`). Absent: the operator's `network_default`.
+             * @enum {string}
+             */
+            network?: "none" | "egress";
+        };
+        /** @description A session's settings. */
+        SessionRequest: {
+            /** @description An installed runtime, the default of every call in the session. */
+            runtime: string;
+            limits?: components["schemas"]["Limits"];
+            /**
+             * @description The session's network for its life.
+             * @enum {string}
+             */
+            network?: "none" | "egress";
+            /** @description The session ends this long after its last call ended; absent, the operator's default (an explicit 0 is a 400). */
+            idle_ttl_ms?: number;
+            /** @description The session ends this long after it opened; absent, the operator's maximum. */
+            max_lifetime_ms?: number;
+            /** @description The base environment of every call in the session. */
+            env?: {
+                [key: string]: string;
+            };
+        };
+        /** @description An open session. */
+        SessionInfo: {
+            id: string;
+            runtime: string;
+            network: string;
+            limits: components["schemas"]["Limits"];
+            idle_ttl_ms: number;
+            max_lifetime_ms: number;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            last_used_at: string;
+            /**
+             * Format: date-time
+             * @description When the session ends if no call comes before.
+             */
+            expires_at: string;
+            /**
+             * Format: date-time
+             * @description When the session ends however busy.
+             */
+            lifetime_ends_at: string;
+            /** @enum {string} */
+            state: "idle" | "running";
+            /** @description What its sandbox used when described. */
+            memory_bytes: number;
+            /**
+             * @description What of the interpreter persists between calls.
+             * @enum {string}
+             */
+            interpreter: "python" | "node" | "bash" | "none";
+            /**
+             * @description What a fork of it copies.
+             * @enum {string}
+             */
+            fork: "memory" | "files" | "none";
+            /** @description The parent's id, for a session made by a fork. */
+            forked_from?: string;
+        };
+        SessionList: {
+            sessions: components["schemas"]["SessionInfo"][];
+        };
+        /** @description How and when a session ended. */
+        SessionEnd: {
+            /** @enum {string} */
+            reason: "deleted" | "idle_ttl" | "max_lifetime" | "memory_limit" | "memory_pressure" | "timeout_unseparable" | "sandbox_lost" | "operator" | "server_shutdown" | "server_restart";
+            /** Format: date-time */
+            at: string;
+            /** @description The teardown of its sandbox was verified. */
+            state_purged: boolean;
+        };
+        /** @description A call in a session's result: a `Result` (`state_purged` false while the session goes on) and the session's account. */
+        SessionResult: components["schemas"]["Result"] & {
+            session: components["schemas"]["SessionCallInfo"];
+        };
+        SessionCallInfo: {
+            id: string;
+            /** Format: date-time */
+            expires_at: string;
+            /**
+             * @description What became of the session's interpreter for this call; absent for a runtime without one.
+             * @enum {string}
+             */
+            interpreter?: "kept" | "started" | "restarted";
+            ended?: components["schemas"]["SessionEnd"];
+            /** @description Output background processes wrote between the last call and this one, dropped. */
+            between_calls_output_bytes?: number;
+        };
+        SessionFileWritten: {
+            path: string;
+            size: number;
+        };
+        /** @description A streamed call in a session: as `Stream`, its `result` event carrying the `SessionResult`. */
+        SessionStream: (components["schemas"]["StartedEvent"] | components["schemas"]["StdoutEvent"] | components["schemas"]["StderrEvent"] | components["schemas"]["SessionResultEvent"] | components["schemas"]["ErrorEvent"])[];
+        SessionResultEvent: {
+            id: components["schemas"]["EventID"];
+            /** @constant */
+            event: "result";
+            data: components["schemas"]["SessionResult"];
         };
     };
     responses: {
@@ -690,6 +945,512 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             /** @description Not ready (`not_ready`, the message says why) or draining (`draining`). */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDocument"];
+                };
+            };
+        };
+    };
+    listSessions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The caller's open sessions, oldest first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+        };
+    };
+    openSession: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes retries of this request safe, as on `POST /v1/exec`. An entry is bound to the route (method and path) as well as the body: the same key and body sent to another session are `409 idempotency_key_reused`, never another session's answer. */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The session's settings, sent with `Content-Type: application/json` (anything else is a 415). */
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "runtime": "python3.13",
+                 *       "limits": {
+                 *         "memory_mb": 512
+                 *       },
+                 *       "idle_ttl_ms": 600000
+                 *     }
+                 */
+                "application/json": components["schemas"]["SessionRequest"];
+            };
+        };
+        responses: {
+            /** @description The session is open. */
+            201: {
+                headers: {
+                    "Idempotency-Replayed": components["headers"]["IdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionInfo"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description The `Idempotency-Key` was used with another body or route (`idempotency_key_reused`), or its first request gives no answer (`idempotency_unknown`). */
+            409: {
+                headers: {
+                    "Idempotency-Replayed": components["headers"]["IdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDocument"];
+                };
+            };
+            /** @description The body is not sent as JSON (`unsupported_media_type`). */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDocument"];
+                };
+            };
+            /** @description Refused before anything was opened; retry after `Retry-After` seconds where it is given. The key has its maximum of sessions open (`session_limit`, reason `key_sessions`, with `limit`: close one or wait for one to expire; no `Retry-After`); the server holds its maximum of sessions (`at_capacity`, reason `sessions_full`, with `limit`); or the key's runs per minute are used up (`rate_limited`, reason `key_rate`): opening, forking and each file operation spend one of them, as a run does. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterOptional"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDocument"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session's id (`ses_` and 26 base32 characters), as its open answered. An id of another shape, an unknown id and another caller's session are the same `404 session_not_found`, byte for byte. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The session is open. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionInfo"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description No session of the caller has this id (`session_not_found`): an unknown id, another caller's session and an id of another shape get this same answer, byte for byte. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDocument"];
+                };
+            };
+            /** @description The caller's session has ended (`session_ended`): `ended` says why (`reason`: `deleted`, `idle_ttl`, `max_lifetime`, `memory_limit`, ...) and when; its files and state are gone. Open a new session. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDocument"];
+                };
+            };
+            /** @description The session was lost with its cluster worker (`session_lost`): its files and state are gone. Open a new session. */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDocument"];
+                };
+            };
+        };
+    };
+    closeSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session's id (`ses_` and 26 base32 characters), as its open answered. An id of another shape, an unknown id and another caller's session are the same `404 session_not_found`, byte for byte. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The session ended. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionEnd"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description No session of the caller has this id (`session_not_found`): an unknown id, another caller's session and an id of another shape get this same answer, byte for byte. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDocument"];
+                };
+            };
+            /** @description The caller's session has ended (`session_ended`): `ended` says why (`reason`: `deleted`, `idle_ttl`, `max_lifetime`, `memory_limit`, ...) and when; its files and state are gone. Open a new session. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDocument"];
+                };
+            };
+            /** @description The session was lost with its cluster worker (`session_lost`): its files and state are gone. Open a new session. */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDocument"];
+                };
+            };
+        };
+    };
+    execInSession: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes retries of this request safe, as on `POST /v1/exec`. An entry is bound to the route (method and path) as well as the body: the same key and body sent to another session are `409 idempotency_key_reused`, never another session's answer. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description The session's id (`ses_` and 26 base32 characters), as its open answered. An id of another shape, an unknown id and another caller's session are the same `404 session_not_found`, byte for byte. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        /** @description The call, as for `POST /v1/exec`. */
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "code": "x = 41\nx + 1"
+                 *     }
+                 */
+                "application/json": components["schemas"]["SessionCall"];
+            };
+        };
+        responses: {
+            /** @description The call ended: its result, or its event stream when one was asked for. */
+            200: {
+                headers: {
+                    "Idempotency-Replayed": components["headers"]["IdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionResult"];
+                    "text/event-stream": components["schemas"]["SessionStream"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description No session of the caller has this id (`session_not_found`): an unknown id, another caller's session and an id of another shape get this same answer, byte for byte. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDocument"];
+                };
+            };
+            /** @description The `Idempotency-Key` was used with another body or route (`idempotency_key_reused`), or its first request gives no answer (`idempotency_unknown`). */
+            409: {
+                headers: {
+                    "Idempotency-Replayed": components["headers"]["IdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDocument"];
+                };
+            };
+            /** @description The caller's session has ended (`session_ended`): `ended` says why (`reason`: `deleted`, `idle_ttl`, `max_lifetime`, `memory_limit`, ...) and when; its files and state are gone. Open a new session. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDocument"];
+                };
+            };
+            /** @description The body is larger than the server's `--max-body` (`body_too_large`). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDocument"];
+                };
+            };
+            /** @description The body is not sent as JSON (`unsupported_media_type`). */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDocument"];
+                };
+            };
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            /** @description The session was lost with its cluster worker (`session_lost`), or the call's worker was lost (`worker_lost`): its files and state are gone; a call in flight may have run. */
+            502: {
+                headers: {
+                    "Idempotency-Replayed": components["headers"]["IdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDocument"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    forkSession: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes retries of this request safe, as on `POST /v1/exec`. An entry is bound to the route (method and path) as well as the body: the same key and body sent to another session are `409 idempotency_key_reused`, never another session's answer. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description The session's id (`ses_` and 26 base32 characters), as its open answered. An id of another shape, an unknown id and another caller's session are the same `404 session_not_found`, byte for byte. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The new session is open; `forked_from` names the parent. */
+            201: {
+                headers: {
+                    "Idempotency-Replayed": components["headers"]["IdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionInfo"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description No session of the caller has this id (`session_not_found`): an unknown id, another caller's session and an id of another shape get this same answer, byte for byte. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDocument"];
+                };
+            };
+            /** @description This isolation level cannot fork sessions (`fork_unsupported`), or the `Idempotency-Key` was used with another body or route (`idempotency_key_reused`). */
+            409: {
+                headers: {
+                    "Idempotency-Replayed": components["headers"]["IdempotencyReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDocument"];
+                };
+            };
+            /** @description The caller's session has ended (`session_ended`): `ended` says why (`reason`: `deleted`, `idle_ttl`, `max_lifetime`, `memory_limit`, ...) and when; its files and state are gone. Open a new session. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDocument"];
+                };
+            };
+            /** @description Refused before anything was opened; retry after `Retry-After` seconds where it is given. The key has its maximum of sessions open (`session_limit`, reason `key_sessions`, with `limit`: close one or wait for one to expire; no `Retry-After`); the server holds its maximum of sessions (`at_capacity`, reason `sessions_full`, with `limit`); or the key's runs per minute are used up (`rate_limited`, reason `key_rate`): opening, forking and each file operation spend one of them, as a run does. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterOptional"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDocument"];
+                };
+            };
+            /** @description The session was lost with its cluster worker (`session_lost`): its files and state are gone. Open a new session. */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDocument"];
+                };
+            };
+        };
+    };
+    readSessionFile: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session's id (`ses_` and 26 base32 characters), as its open answered. An id of another shape, an unknown id and another caller's session are the same `404 session_not_found`, byte for byte. */
+                id: string;
+                /** @description The file's absolute path in the session's sandbox, without its leading slash (`tmp/data.csv` is `/tmp/data.csv`); it is checked as a request's paths are (clean, not under `/proc`, `/sys` or `/dev`, no control characters): a bad one is a 400 naming the field `path`. */
+                path: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The file's bytes. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description No session of the caller has this id (`session_not_found`, as for every session route), or the session has no regular file at the path (`file_not_found`). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDocument"];
+                };
+            };
+            /** @description The caller's session has ended (`session_ended`): `ended` says why (`reason`: `deleted`, `idle_ttl`, `max_lifetime`, `memory_limit`, ...) and when; its files and state are gone. Open a new session. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDocument"];
+                };
+            };
+            /** @description The file is larger than the server lets a read return, or a written body larger than the policy's largest file (`file_too_large`); nothing was written. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDocument"];
+                };
+            };
+            /** @description The session was lost with its cluster worker (`session_lost`): its files and state are gone. Open a new session. */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDocument"];
+                };
+            };
+        };
+    };
+    writeSessionFile: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session's id (`ses_` and 26 base32 characters), as its open answered. An id of another shape, an unknown id and another caller's session are the same `404 session_not_found`, byte for byte. */
+                id: string;
+                /** @description The file's absolute path in the session's sandbox, without its leading slash (`tmp/data.csv` is `/tmp/data.csv`); it is checked as a request's paths are (clean, not under `/proc`, `/sys` or `/dev`, no control characters): a bad one is a 400 naming the field `path`. */
+                path: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/octet-stream": string;
+            };
+        };
+        responses: {
+            /** @description The file is written. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionFileWritten"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description No session of the caller has this id (`session_not_found`): an unknown id, another caller's session and an id of another shape get this same answer, byte for byte. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDocument"];
+                };
+            };
+            /** @description The caller's session has ended (`session_ended`): `ended` says why (`reason`: `deleted`, `idle_ttl`, `max_lifetime`, `memory_limit`, ...) and when; its files and state are gone. Open a new session. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDocument"];
+                };
+            };
+            /** @description The file is larger than the server lets a read return, or a written body larger than the policy's largest file (`file_too_large`); nothing was written. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDocument"];
+                };
+            };
+            /** @description The session was lost with its cluster worker (`session_lost`): its files and state are gone. Open a new session. */
+            502: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -2,6 +2,8 @@
 // documents (src/wire.ts), and their conversions.
 
 import { decodeBase64, encodeBase64 } from "./base64.js";
+import { fromWireSessionsInfo } from "./sessions.js";
+import type { SessionsInfo } from "./sessions.js";
 import type { Outcome, WireAdmission, WireFacts, WireInfo, WireRequest, WireResult } from "./wire.js";
 
 /** What to run: the body of POST /v1/exec, in the client's words. */
@@ -80,6 +82,8 @@ export interface ServerInfo {
   softwareEmulation: boolean;
   /** The server's admission at the moment it answered, as the API sends it. */
   admission: WireAdmission | undefined;
+  /** The server's bounds of sessions; undefined when it offers none. */
+  sessions: SessionsInfo | undefined;
 }
 
 /** The body of POST /v1/exec for req. */
@@ -137,5 +141,6 @@ export function fromWireInfo(w: WireInfo): ServerInfo {
     unenforcedLimits: w.unenforced_limits ?? [],
     softwareEmulation: w.software_emulation ?? false,
     admission: w.admission,
+    sessions: w.sessions === undefined ? undefined : fromWireSessionsInfo(w.sessions),
   };
 }

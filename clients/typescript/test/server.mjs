@@ -59,17 +59,22 @@ export async function usageRuns(db, name) {
 /**
  * Starts `scratchrun serve --addr 127.0.0.1:0` with a fresh --db holding a
  * key for each entry of keys (name -> extra flags of keys create), and
- * waits until it says where it listens.
+ * waits until it says where it listens. flags are more of serve's (such
+ * as --sessions), env more of its environment.
  * @param {Record<string, string[]>} keys
+ * @param {{flags?: string[], env?: Record<string, string>}} [more]
  * @returns {Promise<Server>}
  */
-export async function startServer(keys) {
+export async function startServer(keys, more = {}) {
   const dir = await mkdtemp(join(tmpdir(), "scratchrun-ts-"));
   const db = join(dir, "keys.db");
   /** @type {Record<string, string>} */
   const secrets = {};
   for (const [name, extra] of Object.entries(keys)) secrets[name] = await createKey(db, name, ...extra);
-  const proc = spawn(await binary(), ["serve", "--addr", "127.0.0.1:0", "--db", db], { stdio: ["ignore", "ignore", "pipe"] });
+  const proc = spawn(await binary(), ["serve", "--addr", "127.0.0.1:0", "--db", db, ...(more.flags ?? [])], {
+    stdio: ["ignore", "ignore", "pipe"],
+    env: { ...process.env, ...more.env },
+  });
   const exited = new Promise((done) => proc.once("exit", (code, signal) => done({ code, signal })));
   let said = "";
   const url = await new Promise((found, fail) => {

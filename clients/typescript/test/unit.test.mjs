@@ -1,11 +1,25 @@
 // Logic of the client that needs no server: base64, the SSE reader,
-// Retry-After and the error classes.
+// Retry-After, the error classes and the routes of sessions.
 
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import { decodeBase64, encodeBase64 } from "../dist/base64.js";
-import { errorFromAnswer, parseRetryAfter, RefusedError, ScratchRunError, WorkerLostError } from "../dist/errors.js";
+import {
+  errorFromAnswer,
+  FileTooLargeError,
+  ForkUnsupportedError,
+  parseRetryAfter,
+  RefusedError,
+  ScratchRunError,
+  SessionEndedError,
+  SessionFileNotFoundError,
+  SessionLimitError,
+  SessionLostError,
+  SessionNotFoundError,
+  WorkerLostError,
+} from "../dist/errors.js";
+import { filePath, sessionPath, wireSessionCall } from "../dist/sessions.js";
 import { readSSE } from "../dist/sse.js";
 import { ScratchRun } from "../dist/index.js";
 
@@ -115,4 +129,41 @@ test("a 503 without a reason (a run cut short) is not retried", async () => {
   const c = new ScratchRun({ url: "http://127.0.0.1:9", fetch: f });
   await assert.rejects(c.run({ runtime: "bash", code: "true" }), (err) => err instanceof ScratchRunError && !(err instanceof RefusedError));
   assert.equal(calls.n, 1);
+});
+
+test("session error codes are their classes", () => {
+  /** @type {[number, string, Function][]} */
+  const cases = [
+    [404, "session_not_found", SessionNotFoundError],
+    [410, "session_ended", SessionEndedError],
+    [502, "session_lost", SessionLostError],
+    [429, "session_limit", SessionLimitError],
+    [404, "file_not_found", SessionFileNotFoundError],
+    [413, "file_too_large", FileTooLargeError],
+    [409, "fork_unsupported", ForkUnsupportedError],
+  ];
+  for (const [status, code, Class] of cases) {
+    const err = errorFromAnswer(status, JSON.stringify({ error: { code, message: "m" } }), undefined);
+    assert.equal(err.constructor, Class, code);
+    assert.deepEqual([err.status, err.code], [status, code]);
+  }
+  assert.ok(errorFromAnswer(429, '{"error":{"code":"session_limit","message":"m","reason":"key_sessions"}}', undefined) instanceof RefusedError);
+  const ended = errorFromAnswer(
+    410,
+    '{"error":{"code":"session_ended","message":"m","ended":{"reason":"idle_ttl","at":"2026-01-02T03:04:05Z","state_purged":true}}}',
+    undefined,
+  );
+  assert.ok(ended instanceof SessionEndedError);
+  assert.deepEqual(ended.ended, { reason: "idle_ttl", at: "2026-01-02T03:04:05Z", statePurged: true });
+});
+
+test("session routes escape each segment", () => {
+  assert.equal(filePath("ses_a", "/tmp/dir with space/é#?.bin"), "/v1/sessions/ses_a/files/tmp/dir%20with%20space/%C3%A9%23%3F.bin");
+  assert.equal(sessionPath("a/b?", "/exec"), "/v1/sessions/a%2Fb%3F/exec");
+  assert.throws(() => filePath("ses_a", "tmp/x"), TypeError);
+});
+
+test("a call in a session leaves the runtime out unless it names one", () => {
+  assert.deepEqual(wireSessionCall({ code: "c", timeoutMs: 500 }), { code: "c", limits: { timeout_ms: 500 } });
+  assert.deepEqual(wireSessionCall({ code: "c", runtime: "bash" }), { runtime: "bash", code: "c" });
 });

@@ -35,8 +35,38 @@ const (
 // here, with res or err.
 func (f *Frontend) attempt(ctx context.Context, w cluster.Registration, req execapi.Request, parts [][]byte,
 	events execapi.EventSink, received time.Time) (res execapi.Result, tryNext string, err error) {
-	c := &attemptCall{f: f, w: w, id: nuid.Next(), events: events, received: received}
-	c.resultLimit = f.resultLimit(w, req)
+	spec := offerSpec{runtime: req.Runtime, network: req.Network, resultLimit: f.resultLimit(w, req),
+		decode: func(data []byte) error { return json.Unmarshal(data, &res) }}
+	_, tryNext, err = f.offer(ctx, w, spec, parts, events, received)
+	if tryNext != "" || err != nil {
+		res = execapi.Result{}
+	} else if res.Files == nil {
+		res.Files = map[string]string{}
+	}
+	return ranOn(w.ID, res, tryNext, err)
+}
+
+// offerSpec is what an offer says of its call (a plain call or a session
+// operation), and how its result is read.
+type offerSpec struct {
+	// op is the session operation (cluster.OpSession*), "" for a call.
+	op               string
+	runtime, network string
+	// resultLimit bounds the result's JSON.
+	resultLimit int64
+	// decode reads the whole result; its error makes the answer
+	// malformed (the call is lost).
+	decode func([]byte) error
+}
+
+// offer runs one call (or session operation) on worker w by the
+// at-most-once protocol: the offer, the parts and the go once the worker
+// is ready, then its frames to the end. instance is the worker's process
+// that answered ready; tryNext and err as attempt's.
+func (f *Frontend) offer(ctx context.Context, w cluster.Registration, spec offerSpec, parts [][]byte,
+	events execapi.EventSink, received time.Time) (instance, tryNext string, err error) {
+	c := &attemptCall{f: f, w: w, id: nuid.Next(), events: events, received: received, decode: spec.decode}
+	c.resultLimit = spec.resultLimit
 	c.budget = &budget{limit: f.heldLimit(c.resultLimit), total: &f.held}
 	c.box = f.open(c.id, c.budget)
 	defer f.closeBox(c.id)
@@ -46,21 +76,24 @@ func (f *Frontend) attempt(ctx context.Context, w cluster.Registration, req exec
 
 	offer := cluster.NewFrame(c.subject, c.reply, cluster.KindOffer, parts[0])
 	cluster.SetInt(offer, cluster.HeaderParts, len(parts))
-	offer.Header.Set(cluster.HeaderRuntime, req.Runtime)
-	offer.Header.Set(cluster.HeaderNetwork, req.Network)
+	offer.Header.Set(cluster.HeaderRuntime, spec.runtime)
+	offer.Header.Set(cluster.HeaderNetwork, spec.network)
 	offer.Header.Set(cluster.HeaderCaller, execapi.CallerFrom(ctx))
+	if spec.op != "" {
+		offer.Header.Set(cluster.HeaderOp, spec.op)
+	}
 	if err := f.nc.PublishMsg(offer); err != nil {
-		return execapi.Result{}, retryPublish, nil
+		return "", retryPublish, nil
 	}
 	if tryNext, err := c.awaitReady(ctx); tryNext != "" || err != nil {
-		return execapi.Result{}, tryNext, err
+		return "", tryNext, err
 	}
 	// From the go on, the call is this worker's: never another's.
 	c.parts = parts
 	c.sendParts(nil)
 	c.send(cluster.KindGo, nil)
-	res, tryNext, err = c.follow(ctx)
-	return ranOn(w.ID, res, tryNext, err)
+	_, tryNext, err = c.follow(ctx)
+	return c.instance, tryNext, err
 }
 
 // ranOn names worker as the one that ran a call that went to it: on its
@@ -87,6 +120,7 @@ type attemptCall struct {
 	box                    *mailbox
 	events                 execapi.EventSink
 	received               time.Time
+	decode                 func([]byte) error
 	parts                  [][]byte
 	instance               string
 	contiguous             int
@@ -370,15 +404,11 @@ func (c *attemptCall) resultPart(m *nats.Msg) (res execapi.Result, tryNext strin
 	if len(c.result) < parts {
 		return
 	}
-	var r execapi.Result
-	if err := json.Unmarshal(bytes.Join(c.result, nil), &r); err != nil {
+	if err := c.decode(bytes.Join(c.result, nil)); err != nil {
 		res, tryNext, err = c.malformed(fmt.Sprintf("a result that is not the contract's JSON: %v", err))
 		return res, tryNext, err, true
 	}
-	if r.Files == nil {
-		r.Files = map[string]string{}
-	}
-	return r, "", nil, true
+	return execapi.Result{}, "", nil, true
 }
 
 // malformed ends the call as lost with a worker whose answer breaks the

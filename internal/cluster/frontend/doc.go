@@ -14,6 +14,11 @@
 // of its id) is an execapi.WorkerLostError for the caller, never a run
 // elsewhere.
 //
+// With sessions on it is also an execapi.SessionService and SessionAdmin
+// (sessions.go): an open is placed as a call; every later operation goes
+// to the worker the session's ref names, and a worker gone or restarted
+// makes it an execapi.SessionLostError, never a new session elsewhere.
+//
 // It holds no state that matters beyond the calls in flight: several run
 // side by side. It must never send a call's go to two workers, wait
 // without bound, hold more of a worker's answers than the call's result

@@ -40,6 +40,10 @@ type Config struct {
 	// sent, so every worker runs it alike; each worker still checks it
 	// against its own. Required.
 	Policy execapi.Policy
+	// Sessions is the operator's bounds for sessions (the gate's); off
+	// (its zero value), the front end has none to offer. Each worker
+	// holds its sessions to its own too.
+	Sessions execapi.SessionPolicy
 	// QueueWait bounds how long a call waits for a worker with room
 	// (default DefaultQueueWait; negative: one round of tries).
 	QueueWait time.Duration
@@ -123,9 +127,16 @@ type Frontend struct {
 	rand   *rand.Rand
 
 	line waitLine
+
+	// ended are the sessions workers said they ended as they stopped.
+	ended endedSessions
 }
 
-var _ execapi.Service = (*Frontend)(nil)
+var (
+	_ execapi.Service        = (*Frontend)(nil)
+	_ execapi.SessionService = (*Frontend)(nil)
+	_ execapi.SessionAdmin   = (*Frontend)(nil)
+)
 
 // New opens the registry (creating its bucket when it is missing), starts
 // watching it, and listens for its calls' answers. It waits up to ctx for
@@ -223,6 +234,12 @@ func (f *Frontend) follow(w jetstream.KeyWatcher, initial func()) {
 				reg, err := cluster.DecodeRegistration(e.Key(), e.Value())
 				if err != nil {
 					f.log.Warn("ignoring a registration", "err", err)
+					continue
+				}
+				f.ended.add(reg.EndedSessions)
+				if reg.Draining {
+					// Its last word as it stops: it takes nothing more.
+					f.reg.remove(e.Key(), now)
 					continue
 				}
 				f.reg.put(reg, now)

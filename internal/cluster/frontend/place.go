@@ -39,7 +39,20 @@ func (f *Frontend) Exec(ctx context.Context, req execapi.Request, events execapi
 		return execapi.Result{}, fmt.Errorf("encode the request: %w", err)
 	}
 	parts := cluster.Split(body, cluster.PartSize(f.nc.MaxPayload()))
-	egress := req.Network == execapi.NetworkEgress
+	var res execapi.Result
+	err = f.place(ctx, received, req.Runtime, req.Network == execapi.NetworkEgress, false, func(w cluster.Registration) (string, error) {
+		r, tryNext, err := f.attempt(ctx, w, req, parts, events, received)
+		res = r
+		return tryNext, err
+	})
+	return res, err
+}
+
+// place runs try on one worker after another that offers runtime (with
+// egress when asked; holding sessions when sessions), chosen by the power
+// of K choices, while they refuse, for up to the queue wait: see Exec.
+func (f *Frontend) place(ctx context.Context, received time.Time, runtime string, egress, sessions bool,
+	try func(cluster.Registration) (tryNext string, err error)) error {
 	deadline := received.Add(max(f.cfg.QueueWait, 0))
 	var refusals []*execapi.Refusal
 	tried := map[string]bool{}
@@ -51,14 +64,17 @@ func (f *Frontend) Exec(ctx context.Context, req execapi.Request, events execapi
 	if f.line.len() > 0 && f.cfg.QueueWait >= 0 {
 		ticket = f.line.join(0)
 		if err := sleepCtx(ctx, min(firstBackoff, time.Until(deadline))); err != nil {
-			return execapi.Result{}, err
+			return err
 		}
 	}
 	for {
 		live := f.live()
-		avail := candidates(live, req.Runtime, egress)
+		if sessions {
+			live = slices.DeleteFunc(live, func(w cluster.Registration) bool { return !w.Sessions })
+		}
+		avail := candidates(live, runtime, egress)
 		if len(avail) == 0 {
-			return execapi.Result{}, f.noneOffers(live, req.Runtime, egress)
+			return f.noneOffers(live, runtime, egress)
 		}
 		// avail is this round's own copy: those already tried this round
 		// are taken out of it in place.
@@ -73,10 +89,10 @@ func (f *Frontend) Exec(ctx context.Context, req execapi.Request, events execapi
 			}
 			wait := min(step, time.Until(deadline))
 			if f.cfg.QueueWait < 0 || wait <= 0 {
-				return execapi.Result{}, f.refusal(refusals)
+				return f.refusal(refusals)
 			}
 			if err := sleepCtx(ctx, wait); err != nil {
-				return execapi.Result{}, err
+				return err
 			}
 			backoff = min(2*backoff, maxBackoff)
 			clear(tried)
@@ -84,9 +100,9 @@ func (f *Frontend) Exec(ctx context.Context, req execapi.Request, events execapi
 		}
 		w := f.pick(avail)
 		f.line.leave(ticket) // trying: back in its place if refused
-		res, tryNext, err := f.attempt(ctx, w, req, parts, events, received)
+		tryNext, err := try(w)
 		if tryNext == "" {
-			return res, err
+			return err
 		}
 		f.m.retries.WithLabelValues(tryNext).Inc()
 		tried[w.ID] = true

@@ -13,6 +13,8 @@ import (
 // its last frame. Guarded by the Worker's mutex.
 type call struct {
 	id, reply, caller string
+	// op is the session operation (cluster.OpSession*), "" for a call.
+	op string
 	// state is cluster.StateWaiting, StateRunning or StateFinished.
 	state string
 	// parts of the request, have of them so far; goSeen whether the go

@@ -7,7 +7,10 @@
 // admission refuse at once, streams the run's events and liveness beats
 // to the caller, kills the sandbox when the caller cancels or falls
 // silent, and on Shutdown deregisters, refuses new calls, finishes those
-// in flight and delivers their results.
+// in flight and delivers their results. With Config.Sessions it serves
+// the engine's sessions too (sessions.go), rechecking each operation
+// against its own policies, and ends them as it stops (drain.go), naming
+// them in its last registration.
 //
 // It must never start a call without the front end's go, start one twice,
 // keep a call's payload anywhere but in memory, hold offers not yet

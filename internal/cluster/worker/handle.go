@@ -107,11 +107,15 @@ func (w *Worker) offerLocked(id string, m *nats.Msg) (refusal *nats.Msg) {
 	if w.draining {
 		return w.refusal(m, cluster.Failure{Refusal: &execapi.Refusal{Reason: execapi.RefusedDraining}})
 	}
+	op := m.Header.Get(cluster.HeaderOp)
+	if f, ok := w.checkOpLocked(op); !ok {
+		return w.refusal(m, f)
+	}
 	if f, ok := w.checkOfferLocked(m.Header.Get(cluster.HeaderRuntime), m.Header.Get(cluster.HeaderNetwork)); !ok {
 		return w.refusal(m, f)
 	}
 	now := time.Now()
-	c := &call{id: id, reply: m.Reply, caller: m.Header.Get(cluster.HeaderCaller), state: cluster.StateWaiting, created: now, heard: now}
+	c := &call{id: id, reply: m.Reply, caller: m.Header.Get(cluster.HeaderCaller), op: op, state: cluster.StateWaiting, created: now, heard: now}
 	if r := w.holdOfferLocked(c, n); r != nil {
 		return w.refusal(m, cluster.Failure{Refusal: r})
 	}
@@ -138,6 +142,24 @@ func (w *Worker) checkOfferLocked(runtime, network string) (cluster.Failure, boo
 			Elsewhere: true}, false
 	}
 	return cluster.Failure{}, true
+}
+
+// checkOpLocked refuses a session operation the worker cannot serve:
+// an open may go to another worker; any other op names a session this
+// worker does not hold.
+func (w *Worker) checkOpLocked(op string) (cluster.Failure, bool) {
+	switch {
+	case op == "":
+		return cluster.Failure{}, true
+	case !slices.Contains(cluster.SessionOps, op):
+		return cluster.Failure{Invalid: &execapi.ValidationError{Field: "request", Message: "unknown operation " + strconv.Quote(op)}}, false
+	case w.cfg.Sessions != nil:
+		return cluster.Failure{}, true
+	case op == cluster.OpSessionOpen:
+		return cluster.Failure{Invalid: &execapi.ValidationError{Field: "runtime", Message: "sessions are off on worker " + w.cfg.ID}, Elsewhere: true}, false
+	default:
+		return cluster.FailureOf(execapi.ErrSessionNotFound), false
+	}
 }
 
 // notOffered is the refusal of a runtime the operator did not let this

@@ -37,13 +37,9 @@ func (w *Worker) startIfCompleteLocked(c *call) {
 // engine's own policy, events streamed, and the result (or why there is
 // none) sent in numbered frames.
 func (w *Worker) run(ctx context.Context, c *call, body []byte) {
-	res, err := w.exec(ctx, c, body)
-	var data []byte
-	if err == nil {
-		// Encoded before the worker's lock is taken: a result of many
-		// megabytes takes a while, and beats must be answered meanwhile.
-		data, err = json.Marshal(res)
-	}
+	// Encoded before the worker's lock is taken: a result of many
+	// megabytes takes a while, and beats must be answered meanwhile.
+	data, err := w.perform(ctx, c, body)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.flushLocked(c)
@@ -71,6 +67,18 @@ func (w *Worker) run(ctx context.Context, c *call, body []byte) {
 	if c.callerGone {
 		delete(w.calls, c.id)
 	}
+}
+
+// perform runs the call or session operation c and encodes its answer.
+func (w *Worker) perform(ctx context.Context, c *call, body []byte) ([]byte, error) {
+	if c.op != "" {
+		return w.sessionOp(ctx, c, body)
+	}
+	res, err := w.exec(ctx, c, body)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(res)
 }
 
 // exec decodes and checks the request with the engine's own policy (the

@@ -36,6 +36,12 @@ type Config struct {
 	Conn *nats.Conn
 	// Engine runs the calls. Required.
 	Engine Engine
+	// Sessions, when set, holds the worker's sessions (the engine's own,
+	// with sessions on): front ends open them here and route their calls
+	// here. Nil: the worker refuses session operations. When it also is
+	// an execapi.SessionAdmin, the worker ends its sessions as it stops
+	// and tells front ends which it ended.
+	Sessions execapi.SessionService
 	// Runtimes, when not empty, are the only runtimes the worker offers
 	// and runs (of those its engine has); others are refused as unknown.
 	Runtimes []string
@@ -121,8 +127,11 @@ type Worker struct {
 	// aliases are Config.Aliases as last read: asking the image store
 	// rescans it, which neither a call's path nor the heartbeat should
 	// wait for.
-	aliases  map[string]string
-	tombs    map[string]time.Time
+	aliases map[string]string
+	tombs   map[string]time.Time
+	// ended are the sessions the worker ended as it stopped, for its
+	// last registration.
+	ended    []cluster.EndedSession
 	draining bool
 	stopped  bool
 	// capacity is the engine's admission's upper bound on calls, as of
@@ -250,6 +259,16 @@ func (w *Worker) Close() {
 	if w.sub != nil {
 		w.sub.Unsubscribe()
 	}
+	if w.endSessions() {
+		// Its last word: which sessions it ended, for their next call.
+		// It stands (as draining: no front end places on it) until its
+		// entry expires, rather than be deleted: a delete right behind
+		// it would take it from the bucket before a front end's watch
+		// read it (the bucket keeps one value per key).
+		w.publishRegistration()
+		w.cfg.Conn.Flush()
+		return
+	}
 	w.deregister()
 	w.cfg.Conn.Flush()
 }
@@ -286,8 +305,10 @@ func (w *Worker) registration() (cluster.Registration, error) {
 	if w.cfg.Version != "" {
 		info.Version = w.cfg.Version
 	}
-	r := cluster.Registration{ID: w.cfg.ID, Instance: w.instance, Info: info, Heartbeat: time.Now().UTC()}
+	r := cluster.Registration{ID: w.cfg.ID, Instance: w.instance, Info: info, Heartbeat: time.Now().UTC(),
+		Sessions: w.cfg.Sessions != nil && w.cfg.Sessions.SessionPolicy().Enabled}
 	w.mu.Lock()
+	r.Draining, r.EndedSessions = w.draining, w.ended
 	aliases := w.aliases
 	w.capacity = info.Admission.Capacity
 	w.mu.Unlock()

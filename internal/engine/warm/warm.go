@@ -27,6 +27,14 @@ func Command(kind string, template []string) ([]string, error) {
 	default:
 		return nil, fmt.Errorf("no warm start for %q", kind)
 	}
+	return Bootstrap(template, program)
+}
+
+// Bootstrap returns template with program in place of "{bootstrap}", the
+// form by which every interpreter's start program reaches it (as its -c or
+// -e argument, never as a file the sandbox could change). Package
+// engine/kernel starts session kernels through it as well.
+func Bootstrap(template []string, program string) ([]string, error) {
 	out := make([]string, len(template))
 	found := false
 	for i, a := range template {

@@ -14,7 +14,7 @@ import (
 // Each path resolves with RESOLVE_IN_ROOT against the sandbox's root, so a
 // symlink (absolute or full of "..") can never leave the sandbox's tree, and
 // with RESOLVE_NO_MAGICLINKS, so /proc/<pid>/fd and /proc/<pid>/root jumps are
-// refused. Only regular files outside /proc and /sys are returned; a file
+// refused. Only regular files outside /proc, /sys, devpts and mqueue are returned; a file
 // larger than what is left of the byte budget is skipped whole (a cut binary
 // file is worse than none), with a note.
 func collectFiles(paths []string, budget int64) (map[string][]byte, []string) {
@@ -37,6 +37,8 @@ func collectFiles(paths []string, budget int64) (map[string][]byte, []string) {
 	return files, notes
 }
 
+// readInRoot reads path, resolved within rootFD, as a return file is read
+// (see collectFiles), at most budget bytes.
 func readInRoot(rootFD int, path string, budget int64) ([]byte, error) {
 	fd, err := unix.Openat2(rootFD, path, &unix.OpenHow{
 		Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NONBLOCK | unix.O_NOCTTY,
@@ -57,11 +59,7 @@ func readInRoot(rootFD int, path string, budget int64) ([]byte, error) {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return nil, errors.New("it is not a regular file")
 	}
-	var fs unix.Statfs_t
-	if err := unix.Fstatfs(fd, &fs); err != nil {
-		return nil, err
-	}
-	if fs.Type == unix.PROC_SUPER_MAGIC || fs.Type == unix.SYSFS_MAGIC {
+	if fstypeRefused(fd) {
 		return nil, errors.New("it is a kernel pseudo-file")
 	}
 	if st.Size > budget {

@@ -52,8 +52,16 @@ func runOtherRole() (code int, ran bool) {
 	case os.Args[0] == GVisorInitPath && os.Args[1] == gvisorRoleReaper:
 		runtime.LockOSThread()
 		return runReaper(), true
+	case os.Args[0] == GVisorInitPath && os.Args[1] == gvisorRoleKeeper:
+		runtime.LockOSThread()
+		return runKeeper(), true
+	case os.Args[0] == GVisorInitPath && os.Args[1] == gvisorRoleKernelKeeper:
+		runtime.LockOSThread()
+		return runKernelKeeper(), true
 	case os.Args[0] == MicroVMInitPath && os.Args[1] == MicroVMRole && os.Getpid() == 1:
 		return runMicroVMAgent(), true
+	case os.Args[0] == MicroVMInitPath && os.Args[1] == microVMRoleRestore && os.Getpid() != 1:
+		return runRestoreHelper(), true
 	case os.Args[0] == GVisorProbePath && os.Args[1] == GVisorRoleProbe:
 		if _, err := os.Stdout.WriteString(GVisorProbeOutput); err != nil {
 			return 1, true
@@ -92,6 +100,10 @@ func runGVisorInit() int {
 	r, err := prepareGVisor(setup)
 	if !reportReady(status, err) {
 		return 1
+	}
+	if setup.Session {
+		r.serveSession(control, status, nil)
+		return 0
 	}
 	var job initproto.JobMessage
 	if err := initproto.ReadMessage(control, initproto.MaxJobBytes, &job); err != nil {

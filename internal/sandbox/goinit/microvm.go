@@ -98,7 +98,7 @@ func runMicroVMAgent() int {
 	if !ok {
 		return 1
 	}
-	r, group, err := prepareMicroVM(setup, boot)
+	r, group, release, err := prepareMicroVM(setup, boot, vm)
 	if !reportReady(status, err) {
 		return 1
 	}
@@ -113,6 +113,17 @@ func runMicroVMAgent() int {
 	}
 	if err := initproto.WriteMessage(vm, answer); err != nil || answer.Error != "" {
 		r.end()
+		return 0
+	}
+	if setup.Session {
+		// The limits above are the session's; each job's end reports
+		// what they did during it, before its result. The VM port's
+		// messages are the restore helper's from now on.
+		release.Close()
+		r.serveSession(control, status, func() {
+			_ = initproto.WriteMessage(vm, group.report())
+			group.resetCounts()
+		})
 		return 0
 	}
 	var job initproto.JobMessage
@@ -176,34 +187,40 @@ func applyBoot(m initproto.VMMessage) error {
 // prepareMicroVM builds the sandbox's root and cgroup, moves init into
 // the root, and then does what the gVisor init does: scratch file systems,
 // the reaper (in the cgroup), lock-down.
-func prepareMicroVM(setup initproto.SetupMessage, boot initproto.VMMessage) (*reaper, *guestGroup, error) {
+//
+// A session's guest also gets the restore helper (microvm_fork.go), which
+// needs the privileges the agent then gives up; release starts it.
+func prepareMicroVM(setup initproto.SetupMessage, boot initproto.VMMessage, vm *os.File) (r *reaper, group *guestGroup, release *os.File, err error) {
 	if len(setup.UserNamespaceLimits) > 0 || len(setup.Rlimits) > 0 {
 		// The guest kernel counts those objects for the guest alone.
-		return nil, nil, errors.New("setup asks for kernel limits the microVM agent does not apply")
+		return nil, nil, nil, errors.New("setup asks for kernel limits the microVM agent does not apply")
 	}
-	group, err := newGuestGroup(boot)
-	if err != nil {
-		return nil, nil, err
+	if group, err = newGuestGroup(boot); err != nil {
+		return nil, nil, nil, err
 	}
 	if err := buildGuestRoot(microVMRootDevice, setup.WritableBytes); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if err := configureNetwork(boot, microVMNetDevice); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if err := unix.Sethostname([]byte(setup.Hostname)); err != nil {
-		return nil, nil, fmt.Errorf("set the host name: %w", err)
+		return nil, nil, nil, fmt.Errorf("set the host name: %w", err)
 	}
 	if err := mountScratch(setup); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	r, err := startReaperIn(setup, group.join)
-	if err != nil {
-		return nil, nil, err
+	if setup.Session {
+		if release, err = startRestoreHelper(vm); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	if r, err = startReaperIn(setup, group.join); err != nil {
+		return nil, nil, nil, err
 	}
 	if err := lockDownGVisor(setup); err != nil {
 		r.end()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return r, group, nil
+	return r, group, release, nil
 }

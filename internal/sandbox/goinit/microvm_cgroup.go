@@ -115,9 +115,15 @@ func (g *guestGroup) setJobLimits(m initproto.VMMessage) error {
 	if err := g.setLimits(m); err != nil {
 		return err
 	}
+	g.resetCounts()
+	return nil
+}
+
+// resetCounts notes the counters' values before a job: a session's next
+// job reports only what happened during it.
+func (g *guestGroup) resetCounts() {
 	g.oomBefore = eventCount(g.read("memory.events"), "oom_kill")
 	g.forkBefore = eventCount(g.read("pids.events"), "max")
-	return nil
 }
 
 // report is what the group's limits did during the job.

@@ -281,6 +281,12 @@ func runReaper() int {
 	if !reportReady(status, err) {
 		return 1
 	}
+	if setup.Session {
+		// Keepers lead groups of their own; the reaper leaves the one it
+		// was started in before any of them starts (see shield.go).
+		leaveUserGroup()
+		return serveReaperSession(control, status, out)
+	}
 	var job initproto.JobMessage
 	if err := initproto.ReadMessage(control, initproto.MaxJobBytes, &job); err != nil {
 		return 0 // init ended us unused
@@ -335,11 +341,6 @@ func runProgram(job initproto.JobMessage, warm *prestarted, out output) initprot
 	res := initproto.ResultMessage{Started: true, Duration: time.Since(start)}
 	_ = syscall.Kill(-1, syscall.SIGKILL)
 	reapAll()
-	if status.Signaled() {
-		res.Signal = int(status.Signal())
-		res.ExitCode = 128 + res.Signal
-	} else {
-		res.ExitCode = status.ExitStatus()
-	}
+	setStatus(&res, status)
 	return res
 }

@@ -262,7 +262,17 @@ func (b *Backend) RunscRoot() string { return b.runscRoot }
 
 // Create implements sandbox.Backend.
 func (b *Backend) Create(ctx context.Context, cfg sandbox.Config) (sandbox.Sandbox, error) {
-	return b.create(ctx, cfg, b.platform)
+	if cfg.Session && cfg.Prestart != nil {
+		return nil, errors.New("a session sandbox cannot have a pre-started interpreter")
+	}
+	s, err := b.create(ctx, cfg, b.platform)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Session {
+		return &gvSession{gvSandbox: s}, nil
+	}
+	return s, nil
 }
 
 func (b *Backend) create(ctx context.Context, cfg sandbox.Config, platform string) (*gvSandbox, error) {

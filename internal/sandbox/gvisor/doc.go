@@ -36,6 +36,11 @@
 //     kept for the host's boot (hostside.ProbeCache), so later engines
 //     skip the probe and a KVM that hangs costs its timeout once per boot.
 //
+// A sandbox created with Config.Session implements sandbox.Session (its
+// init's session loop is goinit's, with its resident kernels under
+// keepers of their own, as the C init's); it has no Forker (ForkKind
+// none).
+//
 // Differences from the namespaces backend that callers may notice: the
 // root's writable layer is limited in size but not in inodes; gVisor does
 // not shield a pid namespace's init from its own processes' signals, so the

@@ -110,7 +110,14 @@ func (s *gvSandbox) start(ctx context.Context, cfg sandbox.Config, platform stri
 	// message queues itself: no kernel limits are sent.
 	setup := hostside.Setup(cfg, b.confinement)
 	setup.LockDownEarly = true
-	return s.conn.Setup(ctx, setup)
+	setup.Session = cfg.Session
+	if err := s.conn.Setup(ctx, setup); err != nil {
+		return err
+	}
+	if cfg.Session {
+		s.conn.StartSession()
+	}
+	return nil
 }
 
 // startRunsc starts `runsc run` attached, with the control and status pipes

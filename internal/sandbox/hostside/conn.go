@@ -57,6 +57,8 @@ type Conn struct {
 	*Pipes
 	host     Host
 	timeouts Timeouts
+	// session is set for a session sandbox (StartSession).
+	session *session
 }
 
 // NewConn makes the pipes of a sandbox that host will start, kill and wait
@@ -132,7 +134,7 @@ func (c *Conn) Close() error { return c.Pipes.close() }
 // errNotStarted is init's refusal to start the program (a missing
 // command, an input file it could not write): the call's error, not an
 // outcome.
-var errNotStarted = errors.New("sandbox could not start the program")
+var errNotStarted = sandbox.ErrNotStarted
 
 // classify turns init's report (or its silence, decodeErr) into the job's
 // Outcome; out already holds what the host measured. An init that said
@@ -202,6 +204,10 @@ func jobMessage(job sandbox.Job) initproto.JobMessage {
 	}
 	for _, f := range job.Files {
 		msg.Files = append(msg.Files, initproto.JobFile{Path: f.Path, Data: f.Data})
+	}
+	if r := job.Resident; r != nil {
+		msg.Argv = nil // not run: the kernel runs the job
+		msg.Resident = &initproto.ResidentJob{Key: r.Key, Argv: r.Argv, Env: r.Env, Dir: r.Dir, Request: r.Request, Interrupt: max(r.Interrupt, 0)}
 	}
 	return msg
 }

@@ -10,7 +10,11 @@
 // leftovers from a live one's and the sweep of those leftovers, the copy of
 // the Go init a backend executes, and the starter (StartChild) that forks
 // every child with a parent-death signal from a thread that lives as long
-// as the engine.
+// as the engine. For a session sandbox (Config.Session), Conn also speaks a
+// session's requests over the control pipe it keeps open (session.go) and
+// reads the output pipes for the sandbox's whole life, telling one job's
+// output from the next by what the pipe held when init reported
+// (sessionout.go).
 //
 // A backend leaf (namespaces, gvisor, ...) adds only what is its own: how a
 // sandbox is started, killed and waited for. Everything an init says is

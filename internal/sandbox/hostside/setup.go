@@ -56,7 +56,10 @@ func Setup(cfg sandbox.Config, c Confinement) initproto.SetupMessage {
 		Hostname:         Hostname,
 		Seccomp:          c.Seccomp,
 		KeepCapabilities: c.Keep,
-		LockDownEarly:    cfg.Warm,
+		// A session locks down before it answers anything: a fork's
+		// child holds a tree its parent's user code made, and no file
+		// request may reach init with more than the jobs' confinement.
+		LockDownEarly: cfg.Warm || cfg.Session,
 	}
 	if p := cfg.Prestart; p != nil {
 		m.Prestart = &initproto.PrestartSpec{Argv: p.Argv, Env: p.Env, Dir: p.Dir}

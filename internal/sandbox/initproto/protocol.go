@@ -11,15 +11,21 @@ import (
 // from another build (an old scratchrun-spawn or scratchrun-init left next
 // to a new engine) would otherwise misread every field after the first
 // change. Raise it with any change to a message or its encoding.
-const ProtocolVersion = 1
+const ProtocolVersion = 3
 
 // File descriptors init inherits besides stdin/stdout/stderr (which are
 // /dev/null and the sandbox's output pipes).
 const (
-	// ControlFD carries engine -> init: SetupMessage, then JobMessage.
+	// ControlFD carries engine -> init: SetupMessage, then JobMessage (or,
+	// in a session, Requests until end of file).
 	ControlFD = 3
 	// StatusFD carries init -> engine: ReadyMessage, then ResultMessage.
 	StatusFD = 4
+	// UpperFD is, in a session's init, an O_PATH descriptor of its
+	// overlay's upper directory (the root's writable layer), kept open so
+	// that the engine can copy that layer (a fork: /proc/<init>/fd/5)
+	// though the directory is out of every path's reach after pivot_root.
+	UpperFD = 5
 )
 
 // MaxJobBytes bounds a job message (input files included) as init reads it.
@@ -85,6 +91,9 @@ type SetupMessage struct {
 	// them.
 	UserNamespaceLimits []Setting
 	Rlimits             []Rlimit
+	// Session makes init run jobs one after another, each a Request on
+	// the control pipe that stays open (see Request), rather than one.
+	Session bool
 }
 
 // Setting is one /proc/sys/user file (Name, e.g. "max_inotify_instances")
@@ -128,6 +137,9 @@ type JobMessage struct {
 	ReturnFiles    []string
 	MaxReturnBytes int64
 	Timeout        time.Duration
+	// Resident, in a session only, hands the job to a kernel init keeps
+	// (see ResidentJob): Argv is then not run.
+	Resident *ResidentJob
 }
 
 // ResultMessage answers JobMessage.
@@ -141,6 +153,21 @@ type ResultMessage struct {
 	// the Sentry refuses forks over RLIMIT_NPROC and counts none, so init
 	// watches; a namespaces sandbox's cgroup counts every refusal).
 	ProcessLimitHit bool
+	// Separated is true, in a session, when the job's processes were kept
+	// apart from the session's: their keeper held them to the job's end,
+	// or the timeout (or a cancel) killed them all within SeparateWithin.
+	// False means they could not be told apart (they outlived the kill,
+	// or the job killed its own keeper), and the session must end.
+	Separated bool
+	// Left counts, in a session, the job's processes still running when
+	// its main process ended (background processes, which live on).
+	Left uint64
+	// ResidentStarted and ResidentLost are a resident job's
+	// (JobMessage.Resident): its kernel was started for it, and its
+	// kernel is gone after it (it ended, broke its reply frame, or had to
+	// be killed at a timeout or cancel).
+	ResidentStarted bool
+	ResidentLost    bool
 	Duration        time.Duration
 	Files           map[string][]byte
 	Notes           []string

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// The engine and init exchange their four messages in one small binary
+// The engine and init exchange their messages in one small binary
 // form, because one of the two inits (the namespaces backend's, in
 // scratchrun-spawn) is C, which has no JSON decoder we would trust with
 // hostile bytes, and because decoding JSON was a measurable part of the Go
@@ -37,6 +37,7 @@ const (
 	setupLockDownEarly = 1 << 2
 	setupPrestart      = 1 << 3
 	setupCopyHome      = 1 << 4
+	setupSession       = 1 << 5
 )
 
 // Result flag bits.
@@ -44,6 +45,9 @@ const (
 	resultStarted      = 1 << 0
 	resultTimedOut     = 1 << 1
 	resultProcessLimit = 1 << 2
+	resultSeparated    = 1 << 3
+	resultResidentUp   = 1 << 4
+	resultResidentLost = 1 << 5
 )
 
 // WriteMessage writes m as one frame.
@@ -212,7 +216,8 @@ func (m SetupMessage) MarshalBinary() ([]byte, error) {
 	e.u64(uint64(m.MaxInodes))
 	e.str(m.Hostname)
 	e.u64(flag(m.MapsGroups, setupMapsGroups) | flag(m.JoinedNetwork, setupJoinedNetwork) |
-		flag(m.LockDownEarly, setupLockDownEarly) | flag(m.Prestart != nil, setupPrestart) | flag(m.CopyHome, setupCopyHome))
+		flag(m.LockDownEarly, setupLockDownEarly) | flag(m.Prestart != nil, setupPrestart) | flag(m.CopyHome, setupCopyHome) |
+		flag(m.Session, setupSession))
 	e.list(m.DNS)
 	e.list(m.MaskPaths)
 	e.list(m.ReadOnlyPaths)
@@ -259,6 +264,7 @@ func (m *SetupMessage) UnmarshalBinary(b []byte) error {
 	m.JoinedNetwork = flags&setupJoinedNetwork != 0
 	m.LockDownEarly = flags&setupLockDownEarly != 0
 	m.CopyHome = flags&setupCopyHome != 0
+	m.Session = flags&setupSession != 0
 	m.DNS = d.list()
 	m.MaskPaths = d.list()
 	m.ReadOnlyPaths = d.list()
@@ -319,6 +325,19 @@ func (m JobMessage) MarshalBinary() ([]byte, error) {
 	e.list(m.ReturnFiles)
 	e.u64(uint64(m.MaxReturnBytes))
 	e.u64(uint64(m.Timeout))
+	var r ResidentJob
+	if m.Resident != nil {
+		if m.Resident.Key == "" {
+			return nil, errors.New("a resident job needs a key")
+		}
+		r = *m.Resident
+	}
+	e.str(r.Key)
+	e.list(r.Argv)
+	e.list(r.Env)
+	e.str(r.Dir)
+	e.bytes(r.Request)
+	e.u64(uint64(r.Interrupt))
 	return e.b, nil
 }
 
@@ -330,13 +349,22 @@ func (m *JobMessage) UnmarshalBinary(b []byte) error {
 	m.ReturnFiles = d.list()
 	m.MaxReturnBytes = int64(d.u64())
 	m.Timeout = time.Duration(d.u64())
+	r := ResidentJob{Key: d.str(), Argv: d.list(), Env: d.list(), Dir: d.str(), Request: d.bytes(), Interrupt: time.Duration(d.u64())}
+	switch {
+	case d.err != nil:
+	case r.Key != "":
+		m.Resident = &r
+	case r.Argv != nil || r.Env != nil || r.Dir != "" || r.Request != nil || r.Interrupt != 0:
+		d.err = errors.New("resident fields without a key")
+	}
 	return d.done("job")
 }
 
 // MarshalBinary implements encoding.BinaryMarshaler.
 func (m ResultMessage) MarshalBinary() ([]byte, error) {
 	var e encoder
-	e.u64(flag(m.Started, resultStarted) | flag(m.TimedOut, resultTimedOut) | flag(m.ProcessLimitHit, resultProcessLimit))
+	e.u64(flag(m.Started, resultStarted) | flag(m.TimedOut, resultTimedOut) | flag(m.ProcessLimitHit, resultProcessLimit) |
+		flag(m.Separated, resultSeparated) | flag(m.ResidentStarted, resultResidentUp) | flag(m.ResidentLost, resultResidentLost))
 	e.u64(uint64(int64(m.ExitCode)))
 	e.u64(uint64(int64(m.Signal)))
 	e.u64(uint64(m.Duration))
@@ -347,6 +375,7 @@ func (m ResultMessage) MarshalBinary() ([]byte, error) {
 	}
 	e.list(m.Notes)
 	e.str(m.Error)
+	e.u64(m.Left)
 	return e.b, nil
 }
 
@@ -358,6 +387,9 @@ func (m *ResultMessage) UnmarshalBinary(b []byte) error {
 		Started:         flags&resultStarted != 0,
 		TimedOut:        flags&resultTimedOut != 0,
 		ProcessLimitHit: flags&resultProcessLimit != 0,
+		Separated:       flags&resultSeparated != 0,
+		ResidentStarted: flags&resultResidentUp != 0,
+		ResidentLost:    flags&resultResidentLost != 0,
 		ExitCode:        int(int64(d.u64())),
 		Signal:          int(int64(d.u64())),
 		Duration:        time.Duration(d.u64()),
@@ -366,5 +398,6 @@ func (m *ResultMessage) UnmarshalBinary(b []byte) error {
 	d.pairs(func(k string, v []byte) { m.Files[k] = v })
 	m.Notes = d.list()
 	m.Error = d.str()
+	m.Left = d.u64()
 	return d.done("result")
 }

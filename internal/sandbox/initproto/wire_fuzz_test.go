@@ -24,6 +24,8 @@ var fuzzMessages = []func() encoding.BinaryUnmarshaler{
 	func() encoding.BinaryUnmarshaler { return &SetupMessage{} },
 	func() encoding.BinaryUnmarshaler { return &JobMessage{} },
 	func() encoding.BinaryUnmarshaler { return &VMMessage{} },
+	func() encoding.BinaryUnmarshaler { return &Request{} },
+	func() encoding.BinaryUnmarshaler { return &FileMessage{} },
 }
 
 // FuzzReadMessage reads one frame of arbitrary bytes as each message, as

@@ -29,6 +29,19 @@ func TestWireRoundTrip(t *testing.T) {
 		{JobMessage{Argv: []string{"python3", "/code/main.py"}, Env: []string{"X=1", ""}, Dir: "/code",
 			Files:       []JobFile{{Path: "/code/main.py", Data: []byte("print(1)")}, {Path: "/tmp/empty"}},
 			ReturnFiles: []string{"/tmp/a.png"}, MaxReturnBytes: 10 << 20, Timeout: 30 * time.Second}, &JobMessage{}},
+		{SetupMessage{Session: true}, &SetupMessage{}},
+		{Request{Kind: RequestJob, Job: JobMessage{Argv: []string{"/bin/sh"}, Files: []JobFile{{Path: "/tmp/b", Data: []byte{0, 0xff}}}, Timeout: time.Second}}, &Request{}},
+		{Request{Kind: RequestCancel}, &Request{}},
+		{Request{Kind: RequestEnd}, &Request{}},
+		{Request{Kind: RequestFileRead, Path: "/tmp/a", Max: 1 << 20}, &Request{}},
+		{Request{Kind: RequestFileWrite, Path: "/code/x.bin", Data: []byte{0, 1, 0, 0xfe}}, &Request{}},
+		{FileMessage{Data: []byte{0, 1}}, &FileMessage{}},
+		{FileMessage{Error: "it does not exist"}, &FileMessage{}},
+		{ResultMessage{Started: true, TimedOut: true, Separated: true, Left: 2, Files: map[string][]byte{}}, &ResultMessage{}},
+		{ResultMessage{Started: true, ResidentStarted: true, ResidentLost: true, Files: map[string][]byte{}}, &ResultMessage{}},
+		{Request{Kind: RequestJob, Job: JobMessage{Argv: []string{"/bin/true"}, Timeout: time.Second, Resident: &ResidentJob{Key: "python",
+			Argv: []string{"/usr/bin/python3", "-c", "k"}, Env: []string{"A=1"}, Dir: "/tmp", Request: []byte{4, 0, 0, 0, 'a', 0, 'b', 0},
+			Interrupt: 2 * time.Second}}}, &Request{}},
 		{ResultMessage{Started: true, TimedOut: true, ProcessLimitHit: true, ExitCode: -1, Signal: 9, Duration: time.Second,
 			Files: map[string][]byte{"/tmp/a": []byte("xyz")}, Notes: []string{"n"}, Error: "e"}, &ResultMessage{}},
 	}
@@ -80,6 +93,47 @@ func TestWireRefusesMalformed(t *testing.T) {
 	}
 	if err := (&ReadyMessage{}).UnmarshalBinary(append(make([]byte, 12), 0)); err == nil {
 		t.Error("trailing bytes were accepted")
+	}
+}
+
+// A session's requests are refused when their kind is unknown, when they
+// carry bytes their kind has no field for, or when a read asks for more
+// than MaxFileReadBytes; a request of an unknown kind does not encode.
+func TestRequestRefusesMalformed(t *testing.T) {
+	le := func(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
+	bad := map[string][]byte{
+		"unknown kind":     le(99),
+		"no kind":          {1, 0},
+		"cancel with more": append(le(uint64(RequestCancel)), 0),
+		"read over max":    append(append(le(uint64(RequestFileRead)), 0, 0, 0, 0), le(MaxFileReadBytes+1)...),
+		"write cut short":  append(le(uint64(RequestFileWrite)), 1, 0, 0, 0),
+		"job malformed":    append(le(uint64(RequestJob)), 0xff, 0xff, 0xff, 0x7f),
+	}
+	for name, body := range bad {
+		if err := (&Request{}).UnmarshalBinary(body); err == nil {
+			t.Errorf("%s: decoded", name)
+		}
+	}
+	if _, err := (Request{Kind: 99}).MarshalBinary(); err == nil {
+		t.Error("a request of an unknown kind encoded")
+	}
+}
+
+// A resident job's fields are refused without their key, and a resident
+// job without a key does not encode.
+func TestResidentJobRefusesMalformed(t *testing.T) {
+	body, err := JobMessage{Argv: []string{"/bin/true"}}.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The last fields are key, argv, env, dir, request (u32s) and the
+	// interrupt (u64): an interrupt without a key.
+	body[len(body)-8] = 1
+	if err := (&JobMessage{}).UnmarshalBinary(body); err == nil || !strings.Contains(err.Error(), "without a key") {
+		t.Errorf("an interrupt without a key: %v", err)
+	}
+	if _, err := (JobMessage{Argv: []string{"a"}, Resident: &ResidentJob{Argv: []string{"k"}}}).MarshalBinary(); err == nil {
+		t.Error("a resident job without a key encoded")
 	}
 }
 

@@ -277,7 +277,17 @@ func (b *Backend) Cgroups() *cgroups.Manager { return b.cgroups }
 
 // Create implements sandbox.Backend.
 func (b *Backend) Create(ctx context.Context, cfg sandbox.Config) (sandbox.Sandbox, error) {
-	return b.create(ctx, cfg, b.accel)
+	if cfg.Session && cfg.Prestart != nil {
+		return nil, errors.New("a session sandbox cannot have a pre-started interpreter")
+	}
+	s, err := b.create(ctx, cfg, b.accel)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Session {
+		return &vmSession{vmSandbox: s}, nil
+	}
+	return s, nil
 }
 
 func (b *Backend) create(ctx context.Context, cfg sandbox.Config, accel string) (*vmSandbox, error) {

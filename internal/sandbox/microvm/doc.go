@@ -41,6 +41,15 @@
 //     closes the sockets and removes the cgroup; nothing else of a sandbox
 //     exists on the host.
 //
+// A sandbox created with Config.Session implements sandbox.Session (the
+// agent's session loop is goinit's): the guest cgroup's limits are the
+// session's, exchanged once, and each job's end reports what they did
+// during it. Jobs for a kept kernel (Job.Resident) go to goinit's
+// resident kernels, as on the gVisor level. A session is a sandbox.Forker of ForkKind
+// "memory" (fork.go): between jobs its machine is saved and restored as a
+// new session sandbox whose processes and memory are the parent's at the
+// fork, woken with the time and a fresh seed.
+//
 // It must never write to an image, pass anything of the engine's
 // environment to QEMU or the guest, or touch another live engine's
 // cgroups.

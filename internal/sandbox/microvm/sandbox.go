@@ -57,6 +57,9 @@ type vmSandbox struct {
 	background bool
 	// restored: the guest was restored from a saved one, not booted.
 	restored bool
+	// spec is the machine as started (a fork's copy has the same one,
+	// with files of its own).
+	spec MachineSpec
 
 	ran       bool
 	destroyed bool
@@ -141,6 +144,7 @@ func (s *vmSandbox) start(ctx context.Context, cfg sandbox.Config, accel string)
 		s.restored = true
 		defer spec.Incoming.Close()
 	}
+	s.spec = spec
 	if s.vm, err = b.vmm.Start(spec, join); err != nil {
 		return fmt.Errorf("%w%s", err, s.Diagnostics())
 	}
@@ -174,7 +178,20 @@ func (s *vmSandbox) start(ctx context.Context, cfg sandbox.Config, accel string)
 	// The agent locks down before it reports ready, warm or not, as
 	// gVisor's init does: one order of steps.
 	setup.LockDownEarly = true
-	return s.conn.Setup(ctx, setup)
+	setup.Session = cfg.Session
+	if err := s.conn.Setup(ctx, setup); err != nil {
+		return err
+	}
+	if !cfg.Session {
+		return nil
+	}
+	// A session's limits are the sandbox's, which the boot message set:
+	// the agent waits for this one exchange before its first request.
+	if err := s.sendLimits(ctx, 0); err != nil {
+		return err
+	}
+	s.conn.StartSession()
+	return nil
 }
 
 // saveAndResume saves the booted guest (its agent waiting for the boot
@@ -274,18 +291,27 @@ func (s *vmSandbox) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, 
 	if err := hostside.PrepareGroup(s.group, s.background, 0); err != nil {
 		return sandbox.Outcome{}, err
 	}
-	limits := initproto.VMMessage{MemoryBytes: job.MemoryBytes}
+	if err := s.sendLimits(ctx, job.MemoryBytes); err != nil {
+		return sandbox.Outcome{}, err
+	}
+	return s.conn.Run(ctx, job)
+}
+
+// sendLimits gives the agent the job's memory limit (0: the sandbox's)
+// and waits for it to be applied.
+func (s *vmSandbox) sendLimits(ctx context.Context, memory int64) error {
+	limits := initproto.VMMessage{MemoryBytes: memory}
 	if err := initproto.WriteMessage(s.vmPort, limits); err != nil {
-		return sandbox.Outcome{}, fmt.Errorf("send the guest the job's limits: %w%s", err, s.Diagnostics())
+		return fmt.Errorf("send the guest the job's limits: %w%s", err, s.Diagnostics())
 	}
 	var answer initproto.VMReport
 	if err := s.readReport(ctx, reportTimeout, &answer); err != nil {
-		return sandbox.Outcome{}, fmt.Errorf("the guest did not take the job's limits: %w%s", err, s.Diagnostics())
+		return fmt.Errorf("the guest did not take the job's limits: %w%s", err, s.Diagnostics())
 	}
 	if answer.Error != "" {
-		return sandbox.Outcome{}, fmt.Errorf("%w: %s", sandbox.ErrLimitBelowUsage, answer.Error)
+		return fmt.Errorf("%w: %s", sandbox.ErrLimitBelowUsage, answer.Error)
 	}
-	return s.conn.Run(ctx, job)
+	return nil
 }
 
 // exited reports whether QEMU has exited.

@@ -220,9 +220,15 @@ func checkUserNamespaces() error {
 // Create implements sandbox.Backend.
 func (b *Backend) Create(ctx context.Context, cfg sandbox.Config) (sandbox.Sandbox, error) {
 	id := fmt.Sprintf("%s_%d", b.instance, sandboxSeq.Add(1))
+	if cfg.Session && cfg.Prestart != nil {
+		return nil, errors.New("a session sandbox cannot have a pre-started interpreter")
+	}
 	s := &nsSandbox{id: id, backend: b, background: cfg.Background}
 	if err := hostside.StartOrDestroy(s, "", b.opts.Logger, func() error { return s.start(ctx, cfg) }); err != nil {
 		return nil, err
+	}
+	if cfg.Session {
+		return &nsSession{nsSandbox: s}, nil
 	}
 	return s, nil
 }

@@ -16,6 +16,17 @@
 // per-user limits). The engine side treats everything init says as
 // untrusted, because user code runs beside it with the same credentials.
 //
+// A sandbox created with Config.Session (session.go) is the one exception
+// to "one job": its init (spawner/c/session.c) runs jobs one after another,
+// each under a keeper process whose tree alone the job's timeout kills, and
+// writes and reads files between them with the care user code's leftovers
+// call for (no link out of the sandbox's tree, no kernel pseudo-file).
+// Such a session forks by its files (fork.go, treecopy.go), copied by a
+// process of the engine's own executable placed in the new sandbox's
+// cgroup (forkcopier.go), so that the copy counts in the new sandbox's
+// memory and never in the engine's.
+//
 // It must never expose a host path inside a sandbox, never let a sandbox
-// outlive Destroy, and never run a second job in a sandbox.
+// outlive Destroy, and never run a second job in a sandbox that is not a
+// session.
 package namespaces

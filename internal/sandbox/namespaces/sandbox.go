@@ -92,7 +92,14 @@ func (s *nsSandbox) start(ctx context.Context, cfg sandbox.Config) error {
 	// sandbox (see initproto.KernelRlimits).
 	setup.UserNamespaceLimits = initproto.UserNamespaceLimits
 	setup.Rlimits = initproto.KernelRlimits
-	return conn.Setup(ctx, setup)
+	setup.Session = cfg.Session
+	if err := conn.Setup(ctx, setup); err != nil {
+		return err
+	}
+	if cfg.Session {
+		conn.StartSession()
+	}
+	return nil
 }
 
 // Kill ends init with SIGKILL; the kernel then kills every process of the

@@ -10,6 +10,7 @@ message.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 
@@ -88,6 +89,75 @@ class ServerError(ScratchRunError):
     that ended a stream after it began."""
 
 
+@dataclass
+class SessionEnd:
+    """How and when a session ended: the answer of closing it, and what
+    SessionEnded says of a session used after its end.
+
+    ``reason`` is ``deleted``, ``idle_ttl``, ``max_lifetime``,
+    ``memory_limit``, ``memory_pressure``, ``timeout_unseparable``,
+    ``sandbox_lost``, ``operator``, ``server_shutdown`` or ``server_restart``;
+    ``at`` the RFC 3339 time; ``state_purged`` whether the teardown of its
+    sandbox was verified.
+    """
+
+    reason: str
+    at: str
+    state_purged: bool
+    document: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_document(cls, doc: Mapping[str, Any]) -> SessionEnd:
+        """Reads a SessionEnd document (DELETE's answer, an error's ``ended``)."""
+        return cls(
+            reason=str(doc.get("reason", "")),
+            at=str(doc.get("at", "")),
+            state_purged=bool(doc.get("state_purged", False)),
+            document=dict(doc),
+        )
+
+
+class SessionNotFound(ScratchRunError):
+    """404 ``session_not_found``: no open session has this id for this
+    API key (another key's session gets the same answer, on purpose)."""
+
+
+class SessionEnded(ScratchRunError):
+    """410 ``session_ended``: the session ended; ``ended`` says why (its
+    ``reason``: ``deleted``, ``idle_ttl``, ``max_lifetime``...) and when. Its
+    files and state are gone: open a new one."""
+
+    @property
+    def ended(self) -> SessionEnd | None:
+        """The error document's ``ended``, None when the server sent none."""
+        doc = self.document.get("error", {}).get("ended")
+        return SessionEnd.from_document(doc) if isinstance(doc, dict) else None
+
+
+class SessionLost(ScratchRunError):
+    """502 ``session_lost``: the cluster worker holding the session was
+    lost, and the session with it. A call in it may have run."""
+
+
+class SessionLimit(Refused):
+    """429 ``session_limit`` (reason ``key_sessions``): the key has its
+    maximum of open sessions. It has no Retry-After and is not retried:
+    close one first."""
+
+
+class SessionFileNotFound(ScratchRunError):
+    """404 ``file_not_found``: the session holds no regular file at the path."""
+
+
+class FileTooLarge(ScratchRunError):
+    """413 ``file_too_large``: a write over the server's largest file
+    (nothing was written), or a read of a file larger than a run may return."""
+
+
+class ForkUnsupported(ScratchRunError):
+    """409 ``fork_unsupported``: the server's isolation level cannot fork a session."""
+
+
 class ConnectionLost(ScratchRunError):
     """No answer: the connection failed, dropped or timed out. Without an
     idempotency key the code may or may not have run."""
@@ -106,6 +176,13 @@ _BY_CODE: dict[str, type[ScratchRunError]] = {
     "idempotency_key_reused": IdempotencyConflict,
     "idempotency_unknown": IdempotencyConflict,
     "internal": ServerError,
+    "session_not_found": SessionNotFound,
+    "session_ended": SessionEnded,
+    "session_lost": SessionLost,
+    "session_limit": SessionLimit,
+    "file_not_found": SessionFileNotFound,
+    "file_too_large": FileTooLarge,
+    "fork_unsupported": ForkUnsupported,
 }
 
 _BY_STATUS: dict[int, type[ScratchRunError]] = {

@@ -1,10 +1,11 @@
 // The console's entry point: the session, the pages and the navigation
-// between them (#keys, #usage, #live, #playground).
+// between them (#keys, #usage, #live, #sessions when offered, #playground).
 import { api, flash, loadSession } from "./api.js";
 import * as keys from "./keys.js";
 import * as usage from "./usage.js";
 import * as live from "./live.js";
 import * as playground from "./playground.js";
+import * as sessions from "./sessions.js";
 
 const pages = { keys, usage, live, playground };
 let current = null;
@@ -30,6 +31,11 @@ async function start() {
   } catch (e) {
     flash(e.message);
     return;
+  }
+  try {
+    if (await sessions.offered()) pages.sessions = sessions;
+  } catch (e) {
+    flash(e.message);
   }
   for (const p of Object.values(pages)) p.init();
   document.getElementById("signout").addEventListener("click", async () => {

@@ -414,3 +414,15 @@ func (p *Process) Wait() {
 		p.mu.Unlock()
 	})
 }
+
+// Exited reports, without waiting, whether the process has exited.
+func (p *Process) Exited() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pidfd < 0 {
+		return true
+	}
+	fds := []unix.PollFd{{Fd: int32(p.pidfd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n > 0
+}

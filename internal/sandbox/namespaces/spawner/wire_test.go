@@ -15,6 +15,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/scratchrun/scratchrun/internal/engine/kernel"
 	"github.com/scratchrun/scratchrun/internal/sandbox/initproto"
 )
 
@@ -129,6 +130,7 @@ func setupText(m initproto.SetupMessage) string {
 	c.flag("lock_down_early", m.LockDownEarly)
 	c.flag("prestart", m.Prestart != nil)
 	c.flag("copy_home", m.CopyHome)
+	c.flag("session", m.Session)
 	c.list("dns", m.DNS)
 	c.list("mask_paths", m.MaskPaths)
 	c.list("readonly_paths", m.ReadOnlyPaths)
@@ -167,6 +169,16 @@ func jobText(m initproto.JobMessage) string {
 	c.list("return_files", m.ReturnFiles)
 	c.num("max_return_bytes", uint64(m.MaxReturnBytes))
 	c.num("timeout_ns", uint64(m.Timeout))
+	var r initproto.ResidentJob
+	if m.Resident != nil {
+		r = *m.Resident
+	}
+	c.str("resident_key", r.Key)
+	c.list("resident_argv", r.Argv)
+	c.list("resident_env", r.Env)
+	c.str("resident_dir", r.Dir)
+	c.hex("resident_request", r.Request)
+	c.num("resident_interrupt_ns", uint64(r.Interrupt))
 	return c.b.String()
 }
 
@@ -214,11 +226,137 @@ func TestWireMatchesC(t *testing.T) {
 	}
 	wantRes := initproto.ResultMessage{Started: true, ProcessLimitHit: true, ExitCode: -2, Signal: 3, Duration: 30 * time.Second,
 		Files: map[string][]byte{"/code/main.py": []byte("print(1)"), "/tmp/bin": {0, 1, 0, 0xfe}, "/tmp/empty": nil},
-		Notes: []string{"/tmp/a.png", "/tmp/b"}, Error: "/tmp"}
+		Notes: []string{"/tmp/a.png", "/tmp/b"}, Error: "/tmp", Left: 2}
 	if !reflect.DeepEqual(res, wantRes) {
 		t.Errorf("the C result decodes as\n%+v\nwant\n%+v", res, wantRes)
 	}
 }
+
+// The C init decodes every kind of a session's requests as Go encoded
+// them, refuses malformed ones, and encodes a file message Go decodes.
+func TestRequestWireMatchesC(t *testing.T) {
+	self, err := filepath.Abs(filepath.Join("testdata", "wirecheck.c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := buildC(t, "wirecheck", "wire.c", "util.c", self)
+	job := initproto.JobMessage{Argv: []string{"/bin/sh", "-c", "x"}, Env: []string{"A=1"}, Dir: "/code",
+		Files: []initproto.JobFile{{Path: "/tmp/bin", Data: []byte{0, 1, 0xfe}}}, ReturnFiles: []string{"/tmp/r"}, MaxReturnBytes: 7, Timeout: time.Second}
+	resident := initproto.JobMessage{Files: []initproto.JobFile{{Path: "/code/cell-1.py", Data: []byte("x = 1")}}, Timeout: time.Second,
+		Resident: &initproto.ResidentJob{Key: "python", Argv: []string{"/usr/bin/python3", "-c", "k"}, Env: []string{"A=1", "ü=∑"},
+			Dir: "/tmp", Request: []byte{5, 0, 0, 0, '/', 0, 'x', 0, 0xff}, Interrupt: 3 * time.Second}}
+	file := func(kind initproto.RequestKind, path string, max uint64, data []byte) string {
+		var c canon
+		c.num("kind", uint64(kind))
+		c.str("path", path)
+		c.num("max", max)
+		c.hex("data", data)
+		return c.b.String()
+	}
+	cases := []struct {
+		req      initproto.Request
+		want     string
+		wantFile initproto.FileMessage
+	}{
+		{initproto.Request{Kind: initproto.RequestJob, Job: job}, fmt.Sprintf("kind=%d\n", initproto.RequestJob) + jobText(job), initproto.FileMessage{}},
+		{initproto.Request{Kind: initproto.RequestJob, Job: resident}, fmt.Sprintf("kind=%d\n", initproto.RequestJob) + jobText(resident), initproto.FileMessage{}},
+		{initproto.Request{Kind: initproto.RequestCancel}, fmt.Sprintf("kind=%d\n", initproto.RequestCancel), initproto.FileMessage{}},
+		{initproto.Request{Kind: initproto.RequestEnd}, fmt.Sprintf("kind=%d\n", initproto.RequestEnd), initproto.FileMessage{}},
+		{initproto.Request{Kind: initproto.RequestFileRead, Path: "/tmp/ü", Max: 1 << 20}, file(initproto.RequestFileRead, "/tmp/ü", 1<<20, nil),
+			initproto.FileMessage{Data: []byte("/tmp/ü"), Error: "/tmp/ü"}},
+		{initproto.Request{Kind: initproto.RequestFileWrite, Path: "/code/x", Data: []byte{0, 0xff, 0}}, file(initproto.RequestFileWrite, "/code/x", 0, []byte{0, 0xff, 0}),
+			initproto.FileMessage{Data: []byte{0, 0xff, 0}, Error: "/code/x"}},
+	}
+	for _, tc := range cases {
+		got, answer := runWithFrame(t, bin, tc.req, "request")
+		if got != tc.want {
+			t.Errorf("request %d as C reads it:\n%s\nas Go wrote it:\n%s", tc.req.Kind, got, tc.want)
+		}
+		var f initproto.FileMessage
+		if err := initproto.ReadMessage(bytes.NewReader(answer), 1<<20, &f); err != nil {
+			t.Fatalf("request %d: the C file message does not decode: %v", tc.req.Kind, err)
+		}
+		if tc.req.Kind == initproto.RequestFileRead || tc.req.Kind == initproto.RequestFileWrite {
+			if !reflect.DeepEqual(f, tc.wantFile) {
+				t.Errorf("request %d: the C file message decodes as %+v, want %+v", tc.req.Kind, f, tc.wantFile)
+			}
+		}
+	}
+	le := func(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
+	for name, body := range map[string][]byte{
+		"unknown kind":     le(99),
+		"cancel with more": append(le(uint64(initproto.RequestCancel)), 0),
+		"read over max":    append(append(le(uint64(initproto.RequestFileRead)), 0, 0, 0, 0), le(initproto.MaxFileReadBytes+1)...),
+		"write cut short":  append(le(uint64(initproto.RequestFileWrite)), 1, 0, 0, 0),
+		"resident no argv": residentBody(t, initproto.ResidentJob{Key: "k"}),
+		"no argv, no key":  residentBody(t, initproto.ResidentJob{}),
+		"interrupt no key": noKey(residentBody(t, initproto.ResidentJob{})),
+	} {
+		if got, _ := runWithFrame(t, bin, rawBody(body), "request"); got != "malformed\n" {
+			t.Errorf("%s: C read %q, want it refused", name, got)
+		}
+	}
+}
+
+// residentBody is a job request of no argv with r as its resident part.
+func residentBody(t *testing.T, r initproto.ResidentJob) []byte {
+	t.Helper()
+	m := initproto.JobMessage{Timeout: time.Second}
+	if r.Key != "" {
+		m.Resident = &r
+	}
+	b, err := initproto.Request{Kind: initproto.RequestJob, Job: m}.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// noKey sets the interrupt (the body's last u64) of a job without a key.
+func noKey(b []byte) []byte {
+	b[len(b)-8] = 1
+	return b
+}
+
+// The C init takes a kernel's exit status only from a reply frame of
+// exactly "exit=N\0" (N in 0-255 as Go's strconv.Itoa writes it), of the
+// length it declares: anything else loses the kernel.
+func TestKernelReplyMatchesC(t *testing.T) {
+	self, err := filepath.Abs(filepath.Join("testdata", "wirecheck.c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := buildC(t, "wirecheck", "wire.c", "util.c", self)
+	for _, status := range []int{0, 7, 130, 255} {
+		if got, _ := runWithFrame(t, bin, rawBody(kernel.Reply(status)), "reply"); got != fmt.Sprintf("status=%d\n", status) {
+			t.Errorf("kernel.Reply(%d): C read %q", status, got)
+		}
+	}
+	frame := func(body string, extra int) []byte {
+		return append(binary.LittleEndian.AppendUint32(nil, uint32(len(body)+extra)), body...)
+	}
+	long := "exit=1\x00" + strings.Repeat("x", initproto.MaxKernelReply)
+	for _, b := range [][]byte{
+		frame("exit=256\x00", 0), frame("exit=01\x00", 0), frame("exit=-1\x00", 0), frame("exit=\x00", 0),
+		frame("exit=1", 0), frame("exit=1\x00", 1), frame("exit=1\x00", -1), frame("exit=1\x00\x00", 0),
+		frame("exix=1\x00", 0), frame(long, 0), {7, 0, 0}, frame("exit=1000\x00", 0), frame("junk!", 0),
+	} {
+		if got, _ := runWithFrame(t, bin, rawBody(b), "reply"); got != "malformed\n" {
+			t.Errorf("reply %q: C read %q, want it refused", b, got)
+		}
+		if _, err := kernel.ReadReply(bytes.NewReader(b)); err == nil && len(b) >= 4 && int(binary.LittleEndian.Uint32(b)) == len(b)-4 {
+			t.Errorf("reply %q: Go's kernel.ReadReply takes it, C refuses it", b)
+		}
+	}
+	if kernel.MaxReply != initproto.MaxKernelReply {
+		t.Errorf("kernel.MaxReply %d, initproto.MaxKernelReply %d", kernel.MaxReply, initproto.MaxKernelReply)
+	}
+}
+
+// rawBody is a frame's body as it is.
+type rawBody []byte
+
+func (b rawBody) MarshalBinary() ([]byte, error) { return b, nil }
 
 // otherVersion is a valid setup of the next protocol version.
 type otherVersion struct{}
@@ -251,7 +389,7 @@ int main(void) {
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	bin := buildC(t, "layout", layout, "init.c", "wire.c", "rootfs.c", "home.c", "confine.c", "job.c", "util.c")
+	bin := buildC(t, "layout", layout, "init.c", "wire.c", "rootfs.c", "home.c", "confine.c", "job.c", "session.c", "kernel.c", "util.c")
 	out, err := exec.Command(bin).Output()
 	if err != nil {
 		t.Fatal(err)

@@ -19,7 +19,7 @@ shift
 case $out in /*) ;; *) out=$PWD/$out ;; esac
 cd "$(dirname "$0")"
 if [ $# -eq 0 ]; then
-  set -- spawn.c init.c wire.c rootfs.c home.c confine.c job.c util.c
+  set -- spawn.c init.c wire.c rootfs.c home.c confine.c job.c session.c kernel.c util.c
 fi
 cc=${CC:-}
 if [ -z "$cc" ]; then

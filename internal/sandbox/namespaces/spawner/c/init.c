@@ -17,7 +17,9 @@
 // wire.c (the engine's messages, in the binary form of package initproto,
 // malformed ones refused), rootfs.c (mounts and pivot_root), home.c (an
 // ordinary user's home), confine.c (limits, capabilities, seccomp) and
-// job.c (running and reaping the job, return files). Nothing here trusts
+// job.c (running and reaping the job, return files), session.c (a
+// session's jobs one after another, and its file reads and writes) and
+// kernel.c (a session's resident interpreters). Nothing here trusts
 // what user code left behind, and nothing reaches a host path after
 // pivot_root.
 #define _GNU_SOURCE
@@ -31,6 +33,7 @@
 #include "init.h"
 #include "job.h"
 #include "rootfs.h"
+#include "session.h"
 #include "util.h"
 #include "wire.h"
 
@@ -71,6 +74,8 @@ void sandbox_init(void) {
 	if (s.flags & SETUP_PRESTART)
 		warm = prestart(&s); // a failed pre-start is not fatal: the job starts cold
 	send_ready(NULL);
+	if (s.flags & SETUP_SESSION)
+		run_session(&s); // does not return
 
 	struct job j;
 	memset(&j, 0, sizeof j);
@@ -80,7 +85,7 @@ void sandbox_init(void) {
 	close(INIT_CONTROL_FD);
 	int parsed = parse_job(&r, &j);
 	free(body); // the job's fields are copies: input files stay in memory once
-	if (parsed < 0) {
+	if (parsed < 0 || j.resident_key[0]) { // a kernel is a session's
 		struct result res = {.error = "malformed job message"};
 		send_result(&res);
 		_exit(1);

@@ -20,12 +20,20 @@
 #include "job.h"
 #include "util.h"
 
+// place_fd makes fd the child's fd target (fd == target: only not
+// close-on-exec).
+static int place_fd(int fd, int target) {
+	if (fd == target)
+		return fcntl(fd, F_SETFD, 0);
+	return dup2(fd, target) < 0 ? -1 : 0;
+}
+
 // start_process starts argv (an absolute path, not looked up) in dir with
-// env, stdin /dev/null, init's stdout and stderr, and fd3 (if not -1) as
-// its fd 3. It returns the pid, or -1 with err_text set, once the program
+// env, stdin /dev/null, init's stdout and stderr, and fd3 and fd4 (each if
+// not -1) as its fds 3 and 4. It returns the pid, or -1 with err_text set, once the program
 // has been executed: an exec failure is reported here, as Go's ForkExec
 // reports it, not as an exit status.
-static pid_t start_process(char **argv, char **env, const char *dir, int fd3) {
+pid_t start_process(char **argv, char **env, const char *dir, int fd3, int fd4) {
 	int report[2];
 	if (pipe2(report, O_CLOEXEC) < 0)
 		return fail("start %s: pipe", argv[0]);
@@ -47,9 +55,13 @@ static pid_t start_process(char **argv, char **env, const char *dir, int fd3) {
 		int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
 		if (devnull < 0 || dup2(devnull, 0) < 0)
 			err = errno;
+		else if (fd4 >= 0 && fd4 <= 4 && (fd4 = fcntl(fd4, F_DUPFD_CLOEXEC, 5)) < 0)
+			err = errno; // out of the way of fd 3 (fd3 may be 4)
 		else if (fd3 >= 0 && fd3 != 3 && dup2(fd3, 3) < 0)
 			err = errno;
 		else if (fd3 == 3 && fcntl(3, F_SETFD, 0) < 0)
+			err = errno;
+		else if (fd4 >= 0 && place_fd(fd4, 4) < 0)
 			err = errno;
 		else if (dir[0] && chdir(dir) < 0)
 			err = errno;
@@ -82,7 +94,7 @@ struct prestarted prestart(const struct setup *s) {
 	int pipe_fds[2];
 	if (pipe2(pipe_fds, O_CLOEXEC) < 0)
 		return p;
-	pid_t pid = start_process(s->prestart_argv, s->prestart_env, s->prestart_dir, pipe_fds[0]);
+	pid_t pid = start_process(s->prestart_argv, s->prestart_env, s->prestart_dir, pipe_fds[0], -1);
 	close(pipe_fds[0]);
 	if (pid < 0) {
 		close(pipe_fds[1]);
@@ -147,7 +159,7 @@ static pid_t deliver(struct prestarted *p, const struct job *j) {
 	return p->pid;
 }
 
-static uint64_t now_ns(void) {
+uint64_t now_ns(void) {
 	struct timespec t;
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
@@ -185,7 +197,7 @@ static int reap_until(pid_t pid, uint64_t deadline, int *status) {
 	}
 }
 
-static void reap_all(void) {
+void reap_all(void) {
 	while (waitpid(-1, NULL, 0) > 0 || errno == EINTR) {
 	}
 }
@@ -196,7 +208,7 @@ static void reap_all(void) {
 // refuses /proc/<pid>/fd and /proc/<pid>/root jumps. Only regular files
 // outside /proc and /sys qualify; one larger than what is left of the
 // budget is skipped whole (a cut binary file is worse than none).
-static char *read_in_root(int root, const char *path, uint64_t budget, size_t *len, char *why, size_t why_size) {
+char *read_in_root(int root, const char *path, uint64_t budget, size_t *len, char *why, size_t why_size) {
 	struct open_how how = {
 	    .flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY,
 	    .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
@@ -268,7 +280,7 @@ void run_job(const struct setup *s, struct job *j, struct prestarted *warm) {
 	uint64_t start = now_ns();
 	pid_t pid = deliver(warm, j);
 	if (pid == 0)
-		pid = start_process(j->argv, j->env, j->dir, -1);
+		pid = start_process(j->argv, j->env, j->dir, -1, -1);
 	if (pid < 0) {
 		res.error = err_text;
 		goto send;
@@ -300,6 +312,15 @@ void run_job(const struct setup *s, struct job *j, struct prestarted *warm) {
 		res.exit_code = WEXITSTATUS(status);
 	}
 
+	collect_return_files(&res, j);
+
+send:
+	send_result(&res);
+}
+
+// collect_return_files adds j's return files to res, within the job's
+// budget, a note for each one that is not returned.
+void collect_return_files(struct result *res, const struct job *j) {
 	int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	int root_errno = errno;
 	uint64_t budget = j->max_return_bytes;
@@ -313,16 +334,13 @@ void run_job(const struct setup *s, struct job *j, struct prestarted *warm) {
 			data = read_in_root(root, j->return_files[i], budget, &len, why, sizeof why);
 		if (!data) {
 			snprintf(note, sizeof note, "Return file %s was not returned: %s.", j->return_files[i], why);
-			result_add_note(&res, note);
+			result_add_note(res, note);
 			continue;
 		}
 		budget -= len;
-		result_add_file(&res, j->return_files[i], data, len);
+		result_add_file(res, j->return_files[i], data, len);
 		free(data);
 	}
 	if (root >= 0)
 		close(root);
-
-send:
-	send_result(&res);
 }

@@ -4,6 +4,8 @@
 #ifndef SCRATCHRUN_JOB_H
 #define SCRATCHRUN_JOB_H
 
+#include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "wire.h"
@@ -16,5 +18,12 @@ struct prestarted {
 
 struct prestarted prestart(const struct setup *s);
 void run_job(const struct setup *s, struct job *j, struct prestarted *warm);
+
+// Shared with a session's jobs (session.c).
+pid_t start_process(char **argv, char **env, const char *dir, int fd3, int fd4);
+uint64_t now_ns(void);
+void reap_all(void);
+char *read_in_root(int root, const char *path, uint64_t budget, size_t *len, char *why, size_t why_size);
+void collect_return_files(struct result *res, const struct job *j);
 
 #endif

@@ -161,6 +161,28 @@ static int write_resolv_conf(const struct setup *s) {
 // build_root turns init's copy of the host's mount tree into the sandbox's:
 // an overlay of the image with a RAM-backed writable layer, its own /proc,
 // /tmp, /code and /dev, then pivot_root.
+// keep_upper keeps the overlay's upper directory open on INIT_UPPER_FD for
+// the engine to copy a session's files from (a fork): after pivot_root no
+// path leads to it. Only init holds it (close-on-exec, and closed in every
+// keeper); user code cannot reach it through /proc, init being
+// non-dumpable.
+static int keep_upper(const char *upper) {
+	if (fcntl(INIT_UPPER_FD, F_GETFD) >= 0) {
+		errno = EBUSY;
+		return fail("keep the upper directory: fd %d is taken", INIT_UPPER_FD);
+	}
+	int fd = open(upper, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return fail("open %s", upper);
+	if (fd != INIT_UPPER_FD && dup3(fd, INIT_UPPER_FD, O_CLOEXEC) < 0) {
+		close(fd);
+		return fail("keep the upper directory on fd %d", INIT_UPPER_FD);
+	}
+	if (fd != INIT_UPPER_FD)
+		close(fd);
+	return 0;
+}
+
 int build_root(const struct setup *s) {
 	char opts[8192];
 	if (sethostname(s->hostname, strlen(s->hostname)) < 0)
@@ -220,7 +242,8 @@ int build_root(const struct setup *s) {
 		return -1;
 	if ((s->flags & SETUP_COPY_HOME) && copy_home(s, root) < 0)
 		return -1;
-	if (build_dev(dev, s) < 0 || mask_proc(root, s) < 0 || pivot(root) < 0)
+	if (build_dev(dev, s) < 0 || mask_proc(root, s) < 0 || ((s->flags & SETUP_SESSION) && keep_upper(upper) < 0) ||
+	    pivot(root) < 0)
 		return -1;
 	if (s->dns_count > 0)
 		return write_resolv_conf(s);

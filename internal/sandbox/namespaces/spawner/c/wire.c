@@ -214,6 +214,9 @@ int parse_setup(struct reader *r, struct setup *s) {
 		return SETUP_MALFORMED;
 	if ((s->flags & SETUP_PRESTART) && s->prestart_argc == 0)
 		return SETUP_MALFORMED;
+	// A session hands no job to a pre-started interpreter.
+	if ((s->flags & SETUP_PRESTART) && (s->flags & SETUP_SESSION))
+		return SETUP_MALFORMED;
 	// An engine that forgot the /proc lists must not get an unmasked /proc.
 	if (masked == 0 || readonly == 0)
 		return SETUP_MALFORMED;
@@ -239,10 +242,93 @@ int parse_job(struct reader *r, struct job *j) {
 	j->return_files = get_list(r, &j->return_count);
 	j->max_return_bytes = get_u64(r);
 	j->timeout_ns = get_u64(r);
+	j->resident_key = get_str(r);
+	j->resident_argv = get_list(r, &j->resident_argc);
+	uint32_t resident_envc;
+	j->resident_env = get_list(r, &resident_envc);
+	j->resident_dir = get_str(r);
+	j->resident_request = get_bytes(r, &j->resident_request_len);
+	j->resident_interrupt_ns = get_u64(r);
 	// Go sends these as int64: above INT64_MAX they were negative there.
-	if (r->bad || r->p != r->end || j->argc == 0 || j->max_return_bytes > INT64_MAX || j->timeout_ns > INT64_MAX)
+	if (r->bad || r->p != r->end || j->max_return_bytes > INT64_MAX || j->timeout_ns > INT64_MAX ||
+	    j->resident_interrupt_ns > INT64_MAX)
+		return -1;
+	// A resident job runs its kernel (whose command it must name), any
+	// other its argv; resident fields without a key are not a job.
+	if (j->resident_key[0] ? j->resident_argc == 0
+	                       : j->argc == 0 || j->resident_argc || resident_envc || j->resident_dir[0] ||
+	                             j->resident_request_len || j->resident_interrupt_ns)
 		return -1;
 	return 0;
+}
+
+// parse_request decodes a session's request into q (0, or -1 when
+// malformed: an unknown kind, bytes its kind has no field for, a read of
+// more than INIT_MAX_FILE_READ_BYTES).
+int parse_request(struct reader *r, struct request *q) {
+	q->kind = get_u64(r);
+	if (r->bad)
+		return -1;
+	switch (q->kind) {
+	case REQUEST_JOB:
+		return parse_job(r, &q->job);
+	case REQUEST_FILE_READ:
+		q->path = get_str(r);
+		q->max = get_u64(r);
+		if (q->max > INIT_MAX_FILE_READ_BYTES)
+			return -1;
+		break;
+	case REQUEST_FILE_WRITE:
+		q->path = get_str(r);
+		q->data = get_bytes(r, &q->data_len);
+		break;
+	case REQUEST_CANCEL:
+	case REQUEST_END:
+		break;
+	default:
+		return -1;
+	}
+	return r->bad || r->p != r->end ? -1 : 0;
+}
+
+// parse_kernel_reply decodes a whole reply frame (u32 LE length, then
+// "exit=N\0", N in 0-255 written as Go's strconv.Itoa writes it): 0 and
+// *status, or -1.
+int parse_kernel_reply(const unsigned char *frame, size_t len, int *status) {
+	if (len < 4)
+		return -1;
+	uint32_t n = (uint32_t)frame[0] | (uint32_t)frame[1] << 8 | (uint32_t)frame[2] << 16 | (uint32_t)frame[3] << 24;
+	if (n > INIT_MAX_KERNEL_REPLY || len != 4 + (size_t)n)
+		return -1;
+	const char *b = (const char *)frame + 4;
+	if (n < 7 || memcmp(b, "exit=", 5) != 0 || b[n - 1] != 0)
+		return -1;
+	size_t digits = n - 6;
+	if (digits > 3 || (digits > 1 && b[5] == '0'))
+		return -1;
+	int v = 0;
+	for (size_t i = 0; i < digits; i++) {
+		if (b[5 + i] < '0' || b[5 + i] > '9')
+			return -1;
+		v = v * 10 + (b[5 + i] - '0');
+	}
+	if (v > 255)
+		return -1;
+	*status = v;
+	return 0;
+}
+
+// send_file answers a file request (FileMessage): the data read, or the
+// error that kept it from being done.
+int send_file(const void *data, size_t len, const char *error) {
+	struct writer w = {0};
+	put_u32(&w, (uint32_t)len);
+	if (len)
+		put(&w, data, len);
+	put_str(&w, error ? error : "");
+	int rc = send_message(&w);
+	free(w.p);
+	return rc;
 }
 
 // result_add_file adds a return file to res.
@@ -272,6 +358,7 @@ int send_result(const struct result *res) {
 	if (res->notes.len)
 		put(&w, res->notes.p, res->notes.len);
 	put_str(&w, res->error ? res->error : "");
+	put_u64(&w, res->left);
 	int rc = send_message(&w);
 	free(w.p);
 	return rc;

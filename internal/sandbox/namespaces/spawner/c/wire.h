@@ -57,6 +57,13 @@ struct job {
 	size_t *file_lens;
 	char **return_files;
 	uint64_t max_return_bytes, timeout_ns;
+	// A resident job's (initproto.ResidentJob): its kernel's key (empty for
+	// any other job), the kernel's command line, the request frame handed
+	// to it as it is, and the grace after its interrupt.
+	char *resident_key, **resident_argv, **resident_env, *resident_dir, *resident_request;
+	uint32_t resident_argc;
+	size_t resident_request_len;
+	uint64_t resident_interrupt_ns;
 };
 
 // result is ResultMessage, files and notes encoded as they are added.
@@ -64,9 +71,21 @@ struct result {
 	uint64_t flags; // RESULT_*
 	int64_t exit_code, signal;
 	uint64_t duration_ns;
+	uint64_t left; // a session job's processes still running (ResultMessage.Left)
 	struct writer files, notes;
 	uint32_t file_count, note_count;
 	const char *error;
+};
+
+// request is a session's Request: kind REQUEST_*, and the fields of that
+// kind (a job's in job).
+struct request {
+	uint64_t kind;
+	struct job job;
+	char *path;
+	uint64_t max;
+	char *data;
+	size_t data_len;
 };
 
 // Setup parsing fails as malformed, or as a setup of another protocol
@@ -77,6 +96,9 @@ struct result {
 unsigned char *read_message(uint32_t max, struct reader *r);
 int parse_setup(struct reader *r, struct setup *s);
 int parse_job(struct reader *r, struct job *j);
+int parse_request(struct reader *r, struct request *q);
+int parse_kernel_reply(const unsigned char *frame, size_t len, int *status);
+int send_file(const void *data, size_t len, const char *error);
 void send_ready(const char *error);
 void result_add_file(struct result *res, const char *path, const void *data, size_t len);
 void result_add_note(struct result *res, const char *note);

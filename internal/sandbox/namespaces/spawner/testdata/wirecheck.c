@@ -7,6 +7,11 @@
 //   wirecheck setup     reads a setup on fd 3, prints it
 //   wirecheck job       reads a job on fd 3, prints it, answers a result on
 //                       fd 4 made from it (see below)
+//   wirecheck request   reads a session's request on fd 3, prints it (a
+//                       job's fields as job does), answers a file message
+//                       on fd 4 made from it (see below)
+//   wirecheck reply     reads a frame on fd 3 whose body is a kernel's reply
+//                       frame, prints the status init takes from it
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <string.h>
@@ -55,9 +60,9 @@ static int setup(void) {
 	printf("writable_bytes=%llu\ntmp_bytes=%llu\nmax_inodes=%llu\n", (unsigned long long)s.writable_bytes,
 	       (unsigned long long)s.tmp_bytes, (unsigned long long)s.max_inodes);
 	str("hostname", s.hostname);
-	printf("maps_groups=%d\njoined_network=%d\nlock_down_early=%d\nprestart=%d\ncopy_home=%d\n",
+	printf("maps_groups=%d\njoined_network=%d\nlock_down_early=%d\nprestart=%d\ncopy_home=%d\nsession=%d\n",
 	       !!(s.flags & SETUP_MAPS_GROUPS), !!(s.flags & SETUP_JOINED_NETWORK), !!(s.flags & SETUP_LOCK_DOWN_EARLY),
-	       !!(s.flags & SETUP_PRESTART), !!(s.flags & SETUP_COPY_HOME));
+	       !!(s.flags & SETUP_PRESTART), !!(s.flags & SETUP_COPY_HOME), !!(s.flags & SETUP_SESSION));
 	list("dns", s.dns);
 	list("mask_paths", s.mask_paths);
 	list("readonly_paths", s.readonly_paths);
@@ -79,6 +84,25 @@ static int setup(void) {
 // low bits of max_return_bytes, exit code minus argc, signal the number of
 // files, duration the timeout, the input files returned, the return file
 // names as notes and the directory as the error.
+static void print_job(struct job j) {
+	list("argv", j.argv);
+	list("env", j.env);
+	str("dir", j.dir);
+	for (uint32_t i = 0; i < j.file_count; i++) {
+		str("file", j.file_paths[i]);
+		hex("data", j.file_data[i], j.file_lens[i]);
+	}
+	list("return_files", j.return_files);
+	printf("max_return_bytes=%llu\ntimeout_ns=%llu\n", (unsigned long long)j.max_return_bytes,
+	       (unsigned long long)j.timeout_ns);
+	str("resident_key", j.resident_key);
+	list("resident_argv", j.resident_argv);
+	list("resident_env", j.resident_env);
+	str("resident_dir", j.resident_dir);
+	hex("resident_request", j.resident_request, j.resident_request_len);
+	printf("resident_interrupt_ns=%llu\n", (unsigned long long)j.resident_interrupt_ns);
+}
+
 static int job(void) {
 	struct reader r;
 	struct job j;
@@ -91,22 +115,14 @@ static int job(void) {
 		printf("malformed\n");
 		return 0;
 	}
-	list("argv", j.argv);
-	list("env", j.env);
-	str("dir", j.dir);
-	for (uint32_t i = 0; i < j.file_count; i++) {
-		str("file", j.file_paths[i]);
-		hex("data", j.file_data[i], j.file_lens[i]);
-	}
-	list("return_files", j.return_files);
-	printf("max_return_bytes=%llu\ntimeout_ns=%llu\n", (unsigned long long)j.max_return_bytes,
-	       (unsigned long long)j.timeout_ns);
+	print_job(j);
 	struct result res = {
 	    .flags = j.max_return_bytes & (RESULT_STARTED | RESULT_TIMED_OUT | RESULT_PROCESS_LIMIT),
 	    .exit_code = -(int64_t)j.argc,
 	    .signal = j.file_count,
 	    .duration_ns = j.timeout_ns,
 	    .error = j.dir,
+	    .left = j.argc,
 	};
 	for (uint32_t i = 0; i < j.file_count; i++)
 		result_add_file(&res, j.file_paths[i], j.file_data[i], j.file_lens[i]);
@@ -115,11 +131,58 @@ static int job(void) {
 	return send_result(&res) < 0;
 }
 
+// request prints the request and answers a file message: the write's
+// data (or the read's path) as data, the path as the error.
+static int request(void) {
+	struct reader r;
+	struct request q;
+	memset(&q, 0, sizeof q);
+	if (!read_message(INIT_MAX_JOB_BYTES, &r)) {
+		printf("unread\n");
+		return 1;
+	}
+	if (parse_request(&r, &q) < 0) {
+		printf("malformed\n");
+		return 0;
+	}
+	printf("kind=%llu\n", (unsigned long long)q.kind);
+	if (q.kind == REQUEST_JOB)
+		print_job(q.job);
+	if (q.kind == REQUEST_FILE_READ || q.kind == REQUEST_FILE_WRITE) {
+		str("path", q.path);
+		printf("max=%llu\n", (unsigned long long)q.max);
+		hex("data", q.data ? q.data : "", q.data_len);
+	}
+	if (q.kind == REQUEST_FILE_WRITE)
+		return send_file(q.data, q.data_len, q.path) < 0;
+	return send_file(q.path ? q.path : "", q.path ? strlen(q.path) : 0, q.path) < 0;
+}
+
+// reply parses the frame's body as a kernel's whole reply frame (length
+// included) and prints its status, or malformed.
+static int reply(void) {
+	struct reader r;
+	if (!read_message(INIT_MAX_JOB_BYTES, &r)) {
+		printf("unread\n");
+		return 1;
+	}
+	int status;
+	if (parse_kernel_reply(r.p, (size_t)(r.end - r.p), &status) < 0)
+		printf("malformed\n");
+	else
+		printf("status=%d\n", status);
+	return 0;
+}
+
 int main(int argc, char **argv) {
 	if (argc == 2 && !strcmp(argv[1], "setup"))
 		return setup();
 	if (argc == 2 && !strcmp(argv[1], "job"))
 		return job();
-	fprintf(stderr, "usage: wirecheck setup|job\n");
+	if (argc == 2 && !strcmp(argv[1], "request"))
+		return request();
+	if (argc == 2 && !strcmp(argv[1], "reply"))
+		return reply();
+	fprintf(stderr, "usage: wirecheck setup|job|request|reply\n");
 	return 2;
 }
