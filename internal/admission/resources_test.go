@@ -208,7 +208,18 @@ func TestStartingBoundStepsABurst(t *testing.T) {
 	// These saturate the CPUs: nothing more starts.
 	cpu.set(1)
 	start(step)
-	waitFor(t, "settled", func() bool { return c.Info().Starting == 0 })
+	// Settled, and the saturation seen by a look at the queue: Info settles
+	// calls without looking at the queue, so Starting alone can reach 0
+	// before the loop's next look takes the allowance back, and a loaded
+	// machine may not run that look within any fixed time.
+	waitFor(t, "settled and the allowance taken back", func() bool {
+		if c.Info().Starting != 0 {
+			return false
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.allowance == c.s.MinStarting
+	})
 	select {
 	case o := <-got:
 		t.Fatalf("admitted while saturated: %s", o.name)
