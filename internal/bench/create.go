@@ -14,6 +14,10 @@ import (
 // mount teardown runs in kworkers), and the whole machine's busy time.
 type CPUSample struct {
 	Accounted, KernelThreads, Machine time.Duration
+	// Engine is this process's own part of Accounted and Spawner the
+	// spawner helper's (the rest is the sandboxes', or the bare
+	// processes').
+	Engine, Spawner time.Duration
 }
 
 // Meter reads CPUSamples.
@@ -57,8 +61,11 @@ type CreateRow struct {
 	Create float64 `json:"create_cpu_ms"`
 	End    float64 `json:"end_cpu_ms"`
 	Total  float64 `json:"total_cpu_ms"`
-	// KernelThreads is the kernel threads' part of Total.
+	// KernelThreads, Engine and Spawner are the kernel threads', the
+	// engine's and the spawner helper's parts of Total.
 	KernelThreads float64 `json:"kernel_threads_cpu_ms"`
+	Engine        float64 `json:"engine_cpu_ms"`
+	Spawner       float64 `json:"spawner_cpu_ms"`
 	// Machine is the machine's busy time over both phases per thing:
 	// anything else running inflates it.
 	Machine float64 `json:"machine_cpu_ms"`
@@ -142,11 +149,15 @@ func createRound(ctx context.Context, m Meter, k CreateKind, o CreateOptions) (C
 		return CreateRow{}, err
 	}
 	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(o.N) }
-	own := func(a, b CPUSample) time.Duration { return b.Accounted - a.Accounted + b.KernelThreads - a.KernelThreads }
+	own := func(a, b CPUSample) time.Duration {
+		return b.Accounted - a.Accounted + b.KernelThreads - a.KernelThreads
+	}
 	row := CreateRow{
 		Create:        per(own(start, created)),
 		End:           per(own(created, ended)),
 		KernelThreads: per(ended.KernelThreads - start.KernelThreads),
+		Engine:        per(ended.Engine - start.Engine),
+		Spawner:       per(ended.Spawner - start.Spawner),
 		Machine:       per(ended.Machine - start.Machine),
 	}
 	row.Total = row.Create + row.End
@@ -178,6 +189,8 @@ func medianRow(rows []CreateRow) CreateRow {
 		End:           med(func(r CreateRow) float64 { return r.End }),
 		Total:         med(func(r CreateRow) float64 { return r.Total }),
 		KernelThreads: med(func(r CreateRow) float64 { return r.KernelThreads }),
+		Engine:        med(func(r CreateRow) float64 { return r.Engine }),
+		Spawner:       med(func(r CreateRow) float64 { return r.Spawner }),
 		Machine:       med(func(r CreateRow) float64 { return r.Machine }),
 	}
 }

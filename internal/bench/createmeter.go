@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/scratchrun/scratchrun/internal/sandbox/cgroups"
@@ -69,7 +70,7 @@ func (a *ProcessAccount) Close() error {
 
 // Sample implements Meter.
 func (a *ProcessAccount) Sample() CPUSample {
-	s := CPUSample{KernelThreads: kernelThreadsCPU(), Machine: cpuTime()}
+	s := CPUSample{KernelThreads: kernelThreadsCPU(), Machine: cpuTime(), Engine: selfCPU(), Spawner: spawnerCPU()}
 	for _, f := range a.usage {
 		s.Accounted += usageIn(f)
 	}
@@ -92,6 +93,48 @@ func usageIn(file string) time.Duration {
 			n, _ := strconv.ParseInt(strings.TrimSpace(rest), 10, 64)
 			return time.Duration(n) * time.Microsecond
 		}
+	}
+	return 0
+}
+
+// selfCPU is this process's user and system time.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// spawnerCPU is the time on CPU of this process's children named as the
+// spawner helper is (scratchrun-spawn, or spawn-HASH when built at run
+// time; the kernel keeps 15 bytes of a name).
+func spawnerCPU() time.Duration {
+	tasks, _ := filepath.Glob("/proc/self/task/*/children")
+	var total time.Duration
+	for _, t := range tasks {
+		data, _ := os.ReadFile(t)
+		for _, pid := range strings.Fields(string(data)) {
+			comm, _ := os.ReadFile(filepath.Join("/proc", pid, "comm"))
+			if name := strings.TrimSpace(string(comm)); !strings.HasPrefix(name, "scratchrun-spaw") && !strings.HasPrefix(name, "spawn-") {
+				continue
+			}
+			total += schedstatCPU(pid)
+		}
+	}
+	return total
+}
+
+// schedstatCPU is process pid's time on CPU (its first thread's: the
+// processes measured here have one).
+func schedstatCPU(pid string) time.Duration {
+	sched, err := os.ReadFile(filepath.Join("/proc", pid, "schedstat"))
+	if err != nil {
+		return 0
+	}
+	if v := strings.Fields(string(sched)); len(v) > 0 {
+		n, _ := strconv.ParseInt(v[0], 10, 64)
+		return time.Duration(n)
 	}
 	return 0
 }
@@ -129,14 +172,7 @@ func kernelThreadsCPU() time.Duration {
 		if flags&pfKthread == 0 {
 			continue
 		}
-		sched, err := os.ReadFile(filepath.Join("/proc", e.Name(), "schedstat"))
-		if err != nil {
-			continue
-		}
-		if v := strings.Fields(string(sched)); len(v) > 0 {
-			n, _ := strconv.ParseInt(v[0], 10, 64)
-			total += time.Duration(n)
-		}
+		total += schedstatCPU(e.Name())
 	}
 	return total
 }
