@@ -38,9 +38,10 @@ func cmdBench(args []string) int {
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	idleMemory := fs.Bool("idle-memory", false, "instead of timing a workload, report the memory of idle warm sandboxes of every runtime next to each interpreter waiting bare")
 	sweep := fs.String("sweep", "", "instead of timing a workload against bare, send bursts of this many calls at once (`LIST`, e.g. 1,100,200) through an engine with a server's defaults (admission, warm pool), and report successes, refusals, latency and memory")
-	rounds := fs.Int("rounds", 2, "bursts per concurrency of --sweep (the warm pool grows after the first)")
+	rounds := fs.Int("rounds", 2, "bursts per concurrency of --sweep (the warm pool grows after the first); rounds of --create")
 	pause := fs.Duration("pause", 15*time.Second, "pause between the bursts of --sweep (lets the warm pool refill)")
 	session := fs.Bool("session", false, "instead of comparing with bare alone, measure a call in a warm session (one per concurrent caller) against the same code as a plain call and bare, and an idle session's memory (turns sessions on for this run)")
+	create := fs.Int("create", 0, "instead of timing a workload, measure the CPU of creating and ending `N` waiting sandboxes (bash; python with its interpreter pre-started) and N python print(1) calls without a pool, against N bare processes in fresh namespaces (--rounds of each, interleaved)")
 	clustered := fs.Bool("cluster", false, "instead of comparing with bare, measure what a cluster's hop adds: the same engine called directly and through a front end, NATS (--nats) and a worker in this process, alternately (--workload takes a list; default bash-echo,python-print)")
 	set := withSettings(fs, "usage: scratchrun bench [--workload NAME] [--n N] [--cluster --nats URL] [flags]\n\nflags:\n", settings.Bench)
 	if _, err := parseInterspersed(fs, args); err != nil {
@@ -72,6 +73,11 @@ func cmdBench(args []string) int {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		return benchCluster(ctx, clusterBenchOptions{workloads: wls, n: *n, warmup: *warmup, interval: *interval, network: *network, nats: nf, setup: setup, json: *asJSON})
+	}
+	if *create > 0 {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return benchCreate(ctx, createOptions{n: *create, rounds: *rounds, setup: setup, json: *asJSON})
 	}
 	if *idleMemory {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -40,6 +40,7 @@ var (
 		flagOf("interval", true, "pause after each run"),
 		flagOf("json", false, "print the report as JSON"),
 		flagOf("idle-memory", false, "report idle warm sandboxes' memory"),
+		flagOf("create", true, "CPU of creating N waiting sandboxes"),
 		flagOf("sweep", true, "bursts of this many calls at once"),
 		flagOf("rounds", true, "bursts per concurrency of --sweep"),
 		flagOf("pause", true, "pause between the bursts of --sweep"),

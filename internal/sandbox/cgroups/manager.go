@@ -177,16 +177,22 @@ func (m *Manager) Parents() []string {
 // enables the controllers for its children (again: another engine may have
 // removed and re-created it).
 func (m *Manager) ensureParent(dir string) error {
-	_, statErr := os.Stat(dir)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("create cgroup parent %s: %w", dir, err)
+	// One mkdir tells whether it was there (every sandbox's creation
+	// comes here, once per hierarchy).
+	created := true
+	if err := os.Mkdir(dir, 0o755); os.IsExist(err) {
+		created = false
+	} else if err != nil {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("create cgroup parent %s: %w", dir, err)
+		}
 	}
 	if m.version == V2 && m.enableLine() != "" {
 		if err := write(dir, "cgroup.subtree_control", m.enableLine()); err != nil {
 			return err
 		}
 	}
-	if os.IsNotExist(statErr) {
+	if created {
 		return m.reapplyBudget(dir)
 	}
 	return nil
@@ -410,13 +416,6 @@ func (g *Group) dir(controller string) string {
 	return g.dirs[controller]
 }
 
-func write(dir, file, value string) error {
-	if err := os.WriteFile(filepath.Join(dir, file), []byte(value), 0); err != nil {
-		return fmt.Errorf("write %s to %s: %w", value, filepath.Join(dir, file), err)
-	}
-	return nil
-}
-
 func (g *Group) apply(l Limits) error {
 	if !g.enforced["pids"] {
 		l.MaxPids = 0
@@ -554,7 +553,7 @@ func (g *Group) PidsLimitHits() int64 {
 // eventCount reads the counter named key from a cgroup events file of
 // "key value" lines (0 when the file or key is missing).
 func eventCount(file, key string) int64 {
-	data, err := os.ReadFile(file)
+	data, err := readSmall(file)
 	if err != nil {
 		return 0
 	}
@@ -584,7 +583,7 @@ func (g *Group) Procs() []int {
 
 // procsIn lists the pids in cgroup directory dir.
 func procsIn(dir string) []int {
-	data, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	data, err := readSmall(filepath.Join(dir, "cgroup.procs"))
 	if err != nil {
 		return nil
 	}
@@ -669,7 +668,7 @@ func (g *Group) MemoryUsage() int64 {
 	if g.version == V2 {
 		file = "memory.current"
 	}
-	data, err := os.ReadFile(filepath.Join(g.dir("memory"), file))
+	data, err := readSmall(filepath.Join(g.dir("memory"), file))
 	if err != nil {
 		return 0
 	}
