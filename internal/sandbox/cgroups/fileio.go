@@ -42,26 +42,36 @@ func writeFile(path, value string) error {
 	return nil
 }
 
-// smallFileMax is what readSmall reads at most: cgroup.procs of a sandbox
-// (bounded by its pids.max) and the counters files are far smaller; a
-// larger file is read whole with os.ReadFile.
+// smallFileMax is readSmall's first buffer: the counters files, and
+// cgroup.procs of a sandbox (bounded by its pids.max), fit it; a larger file
+// grows it.
 const smallFileMax = 16 << 10
 
-// readSmall reads a cgroupfs file: one read into a buffer, and only when
-// that fills it the whole file by os.ReadFile.
+// readSmall reads a cgroupfs file whole: reads until one returns nothing,
+// since cgroupfs files are seq_files, whose reads end at a page of records
+// however large the buffer (cgroup.procs of more than about 500 processes
+// comes in several).
 func readSmall(path string) ([]byte, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	buf := make([]byte, smallFileMax)
-	n, err := unix.Read(fd, buf)
-	unix.Close(fd)
-	if err != nil {
-		return nil, &os.PathError{Op: "read", Path: path, Err: err}
+	defer unix.Close(fd)
+	buf := make([]byte, 0, smallFileMax)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &os.PathError{Op: "read", Path: path, Err: err}
+		}
+		if n == 0 {
+			return buf, nil
+		}
+		buf = buf[:len(buf)+n]
 	}
-	if n == len(buf) {
-		return os.ReadFile(path)
-	}
-	return buf[:n], nil
 }

@@ -27,9 +27,18 @@ func TestFileIOReadsWritesAndKeepsErrnos(t *testing.T) {
 	if got, err := readSmall(filepath.Join(dir, "big")); err != nil || string(got) != big {
 		t.Fatalf("readSmall of %d bytes read %d, %v", len(big), len(got), err)
 	}
+	// A seq_file answers a read with at most a page of records, however
+	// large the buffer: /proc/self/maps is one, longer than a page here.
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := readSmall("/proc/self/maps"); err != nil || len(got) < len(maps)*9/10 {
+		t.Fatalf("readSmall of /proc/self/maps read %d bytes, os.ReadFile %d: %v", len(got), len(maps), err)
+	}
 	// write does not create: a cgroup file that is not there is an error
 	// the callers tell apart by its errno.
-	err := write(dir, "missing", "1")
+	err = write(dir, "missing", "1")
 	if !errors.Is(err, syscall.ENOENT) || !os.IsNotExist(errors.Unwrap(err)) {
 		t.Fatalf("write to a missing file: %v", err)
 	}
