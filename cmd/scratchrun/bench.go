@@ -42,6 +42,8 @@ func cmdBench(args []string) int {
 	pause := fs.Duration("pause", 15*time.Second, "pause between the bursts of --sweep (lets the warm pool refill)")
 	session := fs.Bool("session", false, "instead of comparing with bare alone, measure a call in a warm session (one per concurrent caller) against the same code as a plain call and bare, and an idle session's memory (turns sessions on for this run)")
 	clustered := fs.Bool("cluster", false, "instead of comparing with bare, measure what a cluster's hop adds: the same engine called directly and through a front end, NATS (--nats) and a worker in this process, alternately (--workload takes a list; default bash-echo,python-print)")
+	var admissionLoad loadFlag
+	fs.Var(&admissionLoad, "admission-load", "instead of timing a workload, measure admission alone (Acquire and Release of the engine's controller, no sandbox) with no sandbox running, with N sleeping sandboxes running (--admission-load alone: 500; --admission-load=N), and with none again; --n is admissions per measurement, in thousands")
 	set := withSettings(fs, "usage: scratchrun bench [--workload NAME] [--n N] [--cluster --nats URL] [flags]\n\nflags:\n", settings.Bench)
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return flagExit(err)
@@ -72,6 +74,15 @@ func cmdBench(args []string) int {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		return benchCluster(ctx, clusterBenchOptions{workloads: wls, n: *n, warmup: *warmup, interval: *interval, network: *network, nats: nf, setup: setup, json: *asJSON})
+	}
+	if admissionLoad > 0 {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		count := 200_000
+		if flagGiven(fs, "n") {
+			count = *n * 1000
+		}
+		return benchAdmission(ctx, admissionBenchOptions{load: int(admissionLoad), runtime: "python3.13", count: count, rounds: 3, setup: setup, json: *asJSON})
 	}
 	if *idleMemory {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
