@@ -56,11 +56,12 @@ type Controller struct {
 	// What the sampler last read (see sample.go): decisions stand on
 	// these, never on a read of their own.
 	gauges readings
-	// unmeasured counts the calls settled since the memory reading in
-	// gauges began: their memory may not be in it yet, so each keeps its
-	// floor until a later reading; awaiting holds them in settle order.
-	unmeasured int
-	awaiting   []*Ticket
+	// awaiting holds a floor for each call that left the starting ones
+	// (settled, or released while starting) since the memory reading in
+	// gauges began, at the time it left: its memory may not be in that
+	// reading (a settled call's sandbox, or a session's, which outlives
+	// its opening call), so the floor stays until a reading begun later.
+	awaiting []time.Time
 	// due orders the started calls by when each is next to be looked at;
 	// started holds the calls started since the sampler's last look, for
 	// it to schedule. wakeAt is when the sampler next looks of itself
@@ -103,12 +104,8 @@ type Ticket struct {
 	// again (about lightRecheck, spread so that calls that settled
 	// together are not all read at once).
 	recheck time.Duration
-	// floored says the call, settled at settledAt, still has its floor
-	// reserved, until the memory gauge has been read after it settled.
-	floored   bool
-	settledAt time.Time
-	gen       uint32        // of its live entry in the schedule
-	elem      *list.Element // its place in the fair queue
+	gen     uint32        // of its live entry in the schedule
+	elem    *list.Element // its place in the fair queue
 }
 
 // New makes a controller with settings s over gauges g. Close stops it.
@@ -255,14 +252,10 @@ func (c *Controller) releaseLocked(t *Ticket, ran time.Duration) {
 	}
 	t.released = true
 	delete(c.running, t)
-	if t.floored {
-		// Its sandbox is gone: nothing of it is left to measure.
-		t.floored = false
-		c.unmeasured--
-	}
 	switch t.phase {
 	case phaseStarting:
 		c.starting--
+		c.awaitLocked(time.Now())
 		// A call that ended before it settled has given back what it
 		// took: it grows the allowance as a light one does, so that
 		// short calls back to back are not held to MinStarting.
@@ -338,10 +331,10 @@ func (c *Controller) memoryOn() bool { return c.s.MemoryBudget > 0 && c.g.Memory
 func (c *Controller) cpuOn() bool    { return c.s.CPUThreshold > 0 && c.g.CPU != nil }
 
 // reservedLocked is the memory in use at the last reading plus a floor
-// for each call starting or settled since (its memory may not be in the
-// reading).
+// for each call starting or that left the starting ones since (its memory
+// may not be in the reading).
 func (c *Controller) reservedLocked() int64 {
-	return c.gauges.memory + int64(c.starting+c.unmeasured)*c.s.CallFloor
+	return c.gauges.memory + int64(c.starting+len(c.awaiting))*c.s.CallFloor
 }
 
 // blockedLocked records why the queue cannot move, and for memory asks
@@ -387,7 +380,10 @@ func (c *Controller) refuseLocked(reason execapi.RefusalReason) *execapi.Refusal
 // would build) leave room for a call's floor beside everything reserved,
 // with no call waiting: warm sandboxes never take room a call needs.
 func (c *Controller) RoomFor(bytes int64) bool {
-	c.refresh(false)
+	// The pool builds one sandbox after another: each decision must see
+	// the one before it, so read now (in the pool's goroutine, outside
+	// the lock, never on a call's path).
+	c.refresh(true)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.queue.len() > 0 {

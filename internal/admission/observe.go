@@ -137,15 +137,11 @@ func (c *Controller) sampleLocked(t *Ticket, d demand) bool {
 
 // settleLocked moves a starting call to phase p; light grows the starting
 // allowance by one. Its floor stays reserved until the memory gauge has
-// been read after now (see applyMemoryLocked).
+// been read after now (awaitLocked).
 func (c *Controller) settleLocked(t *Ticket, p phase, light bool, now time.Time) {
 	t.phase = p
 	c.starting--
-	if !t.resident {
-		t.floored, t.settledAt = true, now
-		c.unmeasured++
-		c.awaiting = append(c.awaiting, t)
-	}
+	c.awaitLocked(now)
 	switch {
 	case p == phaseCPUBound:
 		c.cpuBound++

@@ -17,10 +17,12 @@ import (
 //
 // A reading of memory may be up to a sampling period old. What it cannot
 // see yet is reserved: a floor for each call starting, kept after the call
-// settles until memory has been read after that (so that a burst admitted
-// between two readings holds to the budget), and an Acquire that finds
-// the readings older than a period (the sampler rests when nothing is to
-// be looked at) waits for the sampler's next look, which it asks for.
+// settles (or is released while starting: a session's sandbox outlives
+// the call that opened it) until memory has been read after that, so that
+// a burst admitted between two readings holds to the budget; and an
+// Acquire that finds the readings older than a period (the sampler rests
+// when nothing is to be looked at) waits for the sampler's next look,
+// which it asks for.
 
 // readings are the gauges' last values.
 type readings struct {
@@ -113,24 +115,26 @@ func (c *Controller) applyGaugesLocked(l *look) {
 	}
 }
 
-// applyMemoryLocked takes in a reading of memory begun at at: the calls
-// that settled before at are in it, so their floors go.
+// applyMemoryLocked takes in a reading of memory begun at at: what left
+// the starting calls before at is in it, so those floors go.
 func (c *Controller) applyMemoryLocked(v int64, at time.Time) {
 	c.gauges.memory, c.gauges.memoryAt, c.gauges.forceMemory = v, at, false
 	n := 0
-	for _, t := range c.awaiting {
-		if t.floored && !t.settledAt.Before(at) {
-			break
-		}
-		if t.floored {
-			t.floored = false
-			c.unmeasured--
-		}
+	for n < len(c.awaiting) && c.awaiting[n].Before(at) {
 		n++
 	}
 	c.awaiting = c.awaiting[n:]
 	if len(c.awaiting) == 0 {
 		c.awaiting = nil // let the array go
+	}
+}
+
+// awaitLocked keeps the floor of a call that stops starting at now (under
+// the lock, so that the times are in order) until memory is read after.
+// Only non-resident calls start, so only they have floors.
+func (c *Controller) awaitLocked(now time.Time) {
+	if c.memoryOn() {
+		c.awaiting = append(c.awaiting, now)
 	}
 }
 
@@ -228,7 +232,7 @@ func (c *Controller) loop() {
 // and when the next call is due.
 func (c *Controller) nextLookLocked(now time.Time) time.Time {
 	var next time.Time
-	if c.queue.len() > 0 || c.starting > 0 || c.cpuBound > 0 || c.unmeasured > 0 {
+	if c.queue.len() > 0 || c.starting > 0 || c.cpuBound > 0 || len(c.awaiting) > 0 {
 		next = now.Add(tick)
 	}
 	if at, ok := c.nextDueLocked(); ok && (next.IsZero() || at.Before(next)) {
