@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"syscall"
@@ -42,6 +43,7 @@ func cmdBench(args []string) int {
 	pause := fs.Duration("pause", 15*time.Second, "pause between the bursts of --sweep (lets the warm pool refill)")
 	session := fs.Bool("session", false, "instead of comparing with bare alone, measure a call in a warm session (one per concurrent caller) against the same code as a plain call and bare, and an idle session's memory (turns sessions on for this run)")
 	clustered := fs.Bool("cluster", false, "instead of comparing with bare, measure what a cluster's hop adds: the same engine called directly and through a front end, NATS (--nats) and a worker in this process, alternately (--workload takes a list; default bash-echo,python-print)")
+	cpuProfile := fs.String("cpuprofile", "", "write the engine's CPU profile over the whole run to `FILE` (go tool pprof)")
 	var admissionLoad loadFlag
 	fs.Var(&admissionLoad, "admission-load", "instead of timing a workload, measure admission alone (Acquire and Release of the engine's controller, no sandbox) with no sandbox running, with N sleeping sandboxes running (--admission-load alone: 500; --admission-load=N), and with none again; --n is admissions per measurement, in thousands")
 	set := withSettings(fs, "usage: scratchrun bench [--workload NAME] [--n N] [--cluster --nats URL] [flags]\n\nflags:\n", settings.Bench)
@@ -59,6 +61,14 @@ func cmdBench(args []string) int {
 	}
 	if *network == execapi.NetworkEgress {
 		setup = setup.withEgress(v)
+	}
+	if *cpuProfile != "" {
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "scratchrun bench: --cpuprofile: %v\n", err)
+			return exitUsage
+		}
+		defer stop()
 	}
 	nf := parseNATS(v)
 	if *clustered {
@@ -166,4 +176,21 @@ func cmdBench(args []string) int {
 	}
 	fmt.Printf("ratio    p50 %.2fx   throughput %.2fx\n", r.RatioP50, r.RatioThroughput)
 	return 0
+}
+
+// startCPUProfile profiles this process (the engine: its sandboxes'
+// processes are not in it) into file until the returned stop.
+func startCPUProfile(file string) (stop func(), err error) {
+	f, err := os.Create(file)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
