@@ -45,7 +45,7 @@ func cmdBench(args []string) int {
 	clustered := fs.Bool("cluster", false, "instead of comparing with bare, measure what a cluster's hop adds: the same engine called directly and through a front end, NATS (--nats) and a worker in this process, alternately (--workload takes a list; default bash-echo,python-print)")
 	cpuProfile := fs.String("cpuprofile", "", "write the engine's CPU profile over the whole run to `FILE` (go tool pprof)")
 	var admissionLoad loadFlag
-	fs.Var(&admissionLoad, "admission-load", "instead of timing a workload, measure admission alone (Acquire and Release of the engine's controller, no sandbox) with no sandbox running, with N sleeping sandboxes running (--admission-load alone: 500; --admission-load=N), and with none again; --n is admissions per measurement, in thousands")
+	fs.Var(&admissionLoad, "admission-load", "instead of timing a workload, measure admission alone (Acquire, Started and Release of the engine's controller, no sandbox) with no sandbox running, with N sleeping sandboxes running (--admission-load alone: 500; --admission-load=N), and with none again; --n is admissions per measurement, in thousands")
 	set := withSettings(fs, "usage: scratchrun bench [--workload NAME] [--n N] [--cluster --nats URL] [flags]\n\nflags:\n", settings.Bench)
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return flagExit(err)

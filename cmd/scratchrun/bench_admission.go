@@ -40,7 +40,7 @@ type admissionBenchReport struct {
 // benchmark (they are cancelled when it ends).
 const sleeperTimeout = time.Hour
 
-// benchAdmission measures the rate of admission alone (Acquire and Release
+// benchAdmission measures the rate of admission alone (Acquire, Started and Release
 // of the engine's own controller, no sandbox) with nothing running, with
 // o.load real sandboxes sleeping, and with nothing running again, in one
 // engine: what the controller's bookkeeping of running calls costs each
@@ -64,7 +64,7 @@ func benchAdmission(ctx context.Context, o admissionBenchOptions) int {
 	// differs before and after sandboxes have settled.
 	goroutines := min(4, c.Settings().MinStarting)
 	if !o.json {
-		fmt.Printf("admission alone: %d Acquire+Release per measurement from %d goroutines, %d measurements per phase (median), %d sleeping %s sandboxes for the loaded phase\n%s\n",
+		fmt.Printf("admission alone: %d Acquire+Started+Release per measurement from %d goroutines, %d measurements per phase (median), %d sleeping %s sandboxes for the loaded phase\n%s\n",
 			o.count, goroutines, o.rounds, o.load, o.runtime, admissionText(eng.Admission()))
 		fmt.Printf("%-8s %8s %12s %14s %8s  %s\n", "phase", "running", "per second", "cpu µs/call", "refused", "load")
 	}

@@ -255,7 +255,13 @@ func (c *Controller) releaseLocked(t *Ticket, ran time.Duration) {
 	switch t.phase {
 	case phaseStarting:
 		c.starting--
-		c.awaitLocked(time.Now())
+		if t.started.IsZero() {
+			// Released before its job began: what it made may live on
+			// (a session's sandbox, whose opening call this was), so its
+			// floor stays until memory is read. A call that ran is
+			// released once its sandbox is gone.
+			c.awaitLocked(time.Now())
+		}
 		// A call that ended before it settled has given back what it
 		// took: it grows the allowance as a light one does, so that
 		// short calls back to back are not held to MinStarting.

@@ -17,8 +17,8 @@ import (
 //
 // A reading of memory may be up to a sampling period old. What it cannot
 // see yet is reserved: a floor for each call starting, kept after the call
-// settles (or is released while starting: a session's sandbox outlives
-// the call that opened it) until memory has been read after that, so that
+// settles (or is released before its job began: a session's sandbox
+// outlives the call that opened it) until memory has been read after, so that
 // a burst admitted between two readings holds to the budget; and an
 // Acquire that finds the readings older than a period (the sampler rests
 // when nothing is to be looked at) waits for the sampler's next look,
