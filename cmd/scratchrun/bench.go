@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"syscall"
@@ -43,6 +44,9 @@ func cmdBench(args []string) int {
 	session := fs.Bool("session", false, "instead of comparing with bare alone, measure a call in a warm session (one per concurrent caller) against the same code as a plain call and bare, and an idle session's memory (turns sessions on for this run)")
 	create := fs.Int("create", 0, "instead of timing a workload, measure the CPU of creating and ending `N` waiting sandboxes (bash; python with its interpreter pre-started) and N python print(1) calls without a pool, against N bare processes in fresh namespaces (--rounds of each, interleaved)")
 	clustered := fs.Bool("cluster", false, "instead of comparing with bare, measure what a cluster's hop adds: the same engine called directly and through a front end, NATS (--nats) and a worker in this process, alternately (--workload takes a list; default bash-echo,python-print)")
+	cpuProfile := fs.String("cpuprofile", "", "write the engine's CPU profile over the whole run to `FILE` (go tool pprof)")
+	var admissionLoad loadFlag
+	fs.Var(&admissionLoad, "admission-load", "instead of timing a workload, measure admission alone (Acquire, Started and Release of the engine's controller, no sandbox) with no sandbox running, with N sleeping sandboxes running (--admission-load alone: 500; --admission-load=N), and with none again; --n is admissions per measurement, in thousands")
 	set := withSettings(fs, "usage: scratchrun bench [--workload NAME] [--n N] [--cluster --nats URL] [flags]\n\nflags:\n", settings.Bench)
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return flagExit(err)
@@ -58,6 +62,14 @@ func cmdBench(args []string) int {
 	}
 	if *network == execapi.NetworkEgress {
 		setup = setup.withEgress(v)
+	}
+	if *cpuProfile != "" {
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "scratchrun bench: --cpuprofile: %v\n", err)
+			return exitUsage
+		}
+		defer stop()
 	}
 	nf := parseNATS(v)
 	if *clustered {
@@ -78,6 +90,15 @@ func cmdBench(args []string) int {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		return benchCreate(ctx, createOptions{n: *create, rounds: *rounds, setup: setup, json: *asJSON})
+	}
+	if admissionLoad > 0 {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		count := 200_000
+		if flagGiven(fs, "n") {
+			count = *n * 1000
+		}
+		return benchAdmission(ctx, admissionBenchOptions{load: int(admissionLoad), runtime: "python3.13", count: count, rounds: 3, setup: setup, json: *asJSON})
 	}
 	if *idleMemory {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -161,4 +182,21 @@ func cmdBench(args []string) int {
 	}
 	fmt.Printf("ratio    p50 %.2fx   throughput %.2fx\n", r.RatioP50, r.RatioThroughput)
 	return 0
+}
+
+// startCPUProfile profiles this process (the engine: its sandboxes'
+// processes are not in it) into file until the returned stop.
+func startCPUProfile(file string) (stop func(), err error) {
+	f, err := os.Create(file)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }

@@ -46,6 +46,8 @@ var (
 		flagOf("pause", true, "pause between the bursts of --sweep"),
 		flagOf("session", false, "measure a call in a warm session against a plain call"),
 		flagOf("cluster", false, "measure what a cluster's hop adds"),
+		flagOf("admission-load", false, "measure admission alone beside sleeping sandboxes"),
+		flagOf("cpuprofile", true, "write the engine's CPU profile to FILE"),
 	}}
 	keysSettings   = []settings.Command{settings.Keys}
 	keyLimitFlags  = []flagCompletion{flagOf("rate", true, "runs per minute"), flagOf("concurrency", true, "requests in flight at once")}

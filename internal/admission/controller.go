@@ -53,6 +53,22 @@ type Controller struct {
 	rejections map[execapi.RefusalReason]int64
 	reclaiming bool
 	closed     bool
+	// What the sampler last read (see sample.go): decisions stand on
+	// these, never on a read of their own.
+	gauges readings
+	// awaiting holds a floor for each call that left the starting ones
+	// (settled, or released while starting) since the memory reading in
+	// gauges began, at the time it left: its memory may not be in that
+	// reading (a settled call's sandbox, or a session's, which outlives
+	// its opening call), so the floor stays until a reading begun later.
+	awaiting []time.Time
+	// due orders the started calls by when each is next to be looked at;
+	// started holds the calls started since the sampler's last look, for
+	// it to schedule. wakeAt is when the sampler next looks of itself
+	// (zero: not until kicked).
+	due     schedule
+	started []*Ticket
+	wakeAt  time.Time
 
 	wake chan struct{}
 	stop chan struct{}
@@ -84,6 +100,11 @@ type Ticket struct {
 	lastAt  time.Time
 	lastCPU time.Duration
 	seen    int
+	// recheck is how long after its last reading a light call is read
+	// again (about lightRecheck, spread so that calls that settled
+	// together are not all read at once).
+	recheck time.Duration
+	gen     uint32        // of its live entry in the schedule
 	elem    *list.Element // its place in the fair queue
 }
 
@@ -95,6 +116,9 @@ func New(s Settings, g Gauges) *Controller {
 		avg: defaultRunEstimate, rejections: map[execapi.RefusalReason]int64{}, ncpu: runtime.NumCPU(),
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
+	// The first readings, so that the first calls have something to
+	// stand on.
+	c.refresh(true)
 	go c.loop()
 	return c
 }
@@ -133,8 +157,11 @@ func (c *Controller) acquire(ctx context.Context, t *Ticket) (*Ticket, error) {
 	}
 	// A resident call passes calls that wait only for memory: it needs
 	// none that is not in use already.
-	if c.queue.len() == 0 || t.resident && c.blocked == execapi.RefusedMemory {
-		c.observeAllLocked(now)
+	// A decision stands on the sampler's readings; when they are older
+	// than it keeps them while calls flow, the call waits in the queue
+	// for the sampler's next look (at once: the kick below), unless it
+	// may not wait at all.
+	if (c.queue.len() == 0 || t.resident && c.blocked == execapi.RefusedMemory) && (!c.staleLocked(now) || c.s.QueueWait < 0) {
 		reason := c.roomLocked(t)
 		if reason == "" {
 			c.grantLocked(t, now)
@@ -199,7 +226,13 @@ func (t *Ticket) Started(meter func() (time.Duration, bool)) {
 	if !t.released && t.granted && t.started.IsZero() {
 		t.started = time.Now()
 		t.meter = meter
-		c.kick()
+		c.started = append(c.started, t)
+		// The sampler will look at it from a third of the settle time
+		// on: wake it only if it would not look that soon anyway, so that
+		// a steady flow of calls costs it nothing per call.
+		if c.wakeAt.IsZero() || c.wakeAt.Sub(t.started) > c.s.Settle/3 {
+			c.kick()
+		}
 	}
 }
 
@@ -222,6 +255,13 @@ func (c *Controller) releaseLocked(t *Ticket, ran time.Duration) {
 	switch t.phase {
 	case phaseStarting:
 		c.starting--
+		if t.started.IsZero() {
+			// Released before its job began: what it made may live on
+			// (a session's sandbox, whose opening call this was), so its
+			// floor stays until memory is read. A call that ran is
+			// released once its sandbox is gone.
+			c.awaitLocked(time.Now())
+		}
 		// A call that ended before it settled has given back what it
 		// took: it grows the allowance as a light one does, so that
 		// short calls back to back are not held to MinStarting.
@@ -234,7 +274,11 @@ func (c *Controller) releaseLocked(t *Ticket, ran time.Duration) {
 	if ran > 0 {
 		c.avg = time.Duration(estimateSmoothing*float64(ran) + (1-estimateSmoothing)*float64(c.avg))
 	}
-	c.kick()
+	if c.queue.len() > 0 {
+		// Room for a call waiting; with none waiting there is nothing
+		// to look at again.
+		c.kick()
+	}
 }
 
 func (c *Controller) grantLocked(t *Ticket, now time.Time) {
@@ -245,6 +289,7 @@ func (c *Controller) grantLocked(t *Ticket, now time.Time) {
 		// Nothing to start: the CPU condition looks at it as at any
 		// call seen waiting, and counts it once seen computing.
 		t.phase = phaseLight
+		t.recheck = spreadRecheck()
 		return
 	}
 	c.starting++
@@ -256,53 +301,6 @@ func (c *Controller) kick() {
 	case c.wake <- struct{}{}:
 	default:
 	}
-}
-
-// loop settles started calls and admits waiting ones: at once when
-// something changed (kick), and every tick while calls wait or start,
-// since the gauges change by themselves.
-func (c *Controller) loop() {
-	defer close(c.done)
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	for {
-		select {
-		case <-c.stop:
-			return
-		case <-c.wake:
-		case <-timer.C:
-		}
-		c.mu.Lock()
-		pending := c.stepLocked(time.Now())
-		c.mu.Unlock()
-		if pending {
-			timer.Reset(tick)
-		}
-	}
-}
-
-// stepLocked looks at what has started (see observeLocked) and admits
-// what fits; it reports whether calls still wait, start or compute (time
-// alone will change something).
-func (c *Controller) stepLocked(now time.Time) bool {
-	c.observeAllLocked(now)
-	for c.queue.len() > 0 {
-		reason := c.roomLocked(c.queue.peek())
-		if reason != "" {
-			c.blockedLocked(reason)
-			if reason == execapi.RefusedMemory {
-				c.grantResidentLocked(now)
-			}
-			break
-		}
-		t := c.queue.pop()
-		c.grantLocked(t, now)
-		close(t.ready)
-	}
-	if c.queue.len() == 0 {
-		c.blocked = ""
-	}
-	return c.queue.len() > 0 || c.starting > 0 || c.cpuBound > 0
 }
 
 // roomLocked says why t cannot start now ("" when it can). A resident
@@ -327,7 +325,7 @@ func (c *Controller) roomLocked(t *Ticket) execapi.RefusalReason {
 		// sandboxes, calls that compute unmeasured): the pressure is not
 		// explained by calls of ours that start or compute, which the
 		// bounds above already hold to what the CPUs take.
-		if c.starting+c.cpuBound < c.ncpu && c.g.CPU.CPU().Pressure >= c.s.CPUThreshold {
+		if c.starting+c.cpuBound < c.ncpu && c.gauges.pressure >= c.s.CPUThreshold {
 			c.allowance = c.s.MinStarting
 			return execapi.RefusedCPU
 		}
@@ -338,9 +336,11 @@ func (c *Controller) roomLocked(t *Ticket) execapi.RefusalReason {
 func (c *Controller) memoryOn() bool { return c.s.MemoryBudget > 0 && c.g.Memory != nil }
 func (c *Controller) cpuOn() bool    { return c.s.CPUThreshold > 0 && c.g.CPU != nil }
 
-// reservedLocked is the memory in use plus a floor for each call starting.
+// reservedLocked is the memory in use at the last reading plus a floor
+// for each call starting or that left the starting ones since (its memory
+// may not be in the reading).
 func (c *Controller) reservedLocked() int64 {
-	return c.g.Memory() + int64(c.starting)*c.s.CallFloor
+	return c.gauges.memory + int64(c.starting+len(c.awaiting))*c.s.CallFloor
 }
 
 // blockedLocked records why the queue cannot move, and for memory asks
@@ -360,6 +360,7 @@ func (c *Controller) blockedLocked(reason execapi.RefusalReason) {
 		c.g.Reclaim(need)
 		c.mu.Lock()
 		c.reclaiming = false
+		c.gauges.forceMemory = true // what was freed shows at once
 		c.kick()
 		c.mu.Unlock()
 	}()
@@ -385,6 +386,10 @@ func (c *Controller) refuseLocked(reason execapi.RefusalReason) *execapi.Refusal
 // would build) leave room for a call's floor beside everything reserved,
 // with no call waiting: warm sandboxes never take room a call needs.
 func (c *Controller) RoomFor(bytes int64) bool {
+	// The pool builds one sandbox after another: each decision must see
+	// the one before it, so read now (in the pool's goroutine, outside
+	// the lock, never on a call's path).
+	c.refresh(true)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.queue.len() > 0 {

@@ -1,8 +1,6 @@
 package admission
 
 import (
-	"time"
-
 	"github.com/scratchrun/scratchrun/internal/execapi"
 )
 
@@ -10,9 +8,9 @@ import (
 // to, what it would admit now and what it refused (execapi.Info's
 // Admission, /metrics).
 func (c *Controller) Info() execapi.AdmissionInfo {
+	c.refresh(true)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.observeAllLocked(time.Now())
 	i := execapi.AdmissionInfo{
 		Running: len(c.running), Starting: c.starting, CPUBound: c.cpuBound, Waiting: c.queue.len(),
 		Capacity: c.s.Capacity, MaxQueue: c.s.MaxQueue, QueueWaitMS: max(c.s.QueueWait, 0).Milliseconds(),
@@ -21,13 +19,13 @@ func (c *Controller) Info() execapi.AdmissionInfo {
 	free := c.s.Capacity - len(c.running)
 	if c.memoryOn() {
 		i.MemoryBudgetBytes, i.CallFloorBytes = c.s.MemoryBudget, c.s.CallFloor
-		i.MemoryUsedBytes = c.g.Memory()
-		i.MemoryReservedBytes = i.MemoryUsedBytes + int64(c.starting)*c.s.CallFloor
+		i.MemoryUsedBytes = c.gauges.memory
+		i.MemoryReservedBytes = c.reservedLocked()
 		free = min(free, int((c.s.MemoryBudget-i.MemoryReservedBytes)/c.s.CallFloor))
 	}
 	if c.cpuOn() {
 		i.CPUThreshold, i.CPUGauge = c.s.CPUThreshold, c.g.CPUKind
-		i.CPUPressure = c.g.CPU.CPU().Pressure
+		i.CPUPressure = c.gauges.pressure
 		if i.CPUPressure >= c.s.CPUThreshold {
 			free = 0
 		}

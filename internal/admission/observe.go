@@ -1,6 +1,9 @@
 package admission
 
-import "time"
+import (
+	"math/rand/v2"
+	"time"
+)
 
 // phase is where an admitted call stands for the CPU condition.
 type phase int
@@ -27,9 +30,11 @@ const lightRecheck = time.Second
 // once started, next to none.
 const cpuBoundRate = 0.5
 
-// observeLocked moves t on by what its sandbox has demanded of the CPUs,
-// measured over windows of two thirds of the settle time from a third of
-// it after the job began. A call seen waiting is light: it leaves the
+// observeLocked moves t on by d, a reading of its sandbox's CPU demand
+// the sampler took when t was due (dueLocked; d.read false: t has no
+// count, and was due to settle by time alone), measured over windows of
+// two thirds of the settle time from a third of it after the job began.
+// A call seen waiting is light: it leaves the
 // starting ones and grows the allowance by one, so that a burst of calls
 // that wait is let in by steps that double. One seen computing twice in a
 // row is CPU-bound: it counts against MaxCPUBound and takes the allowance
@@ -41,50 +46,44 @@ const cpuBoundRate = 0.5
 // CPU-bound then. The sandbox's own count tells calls apart where the
 // machine's pressure cannot: creating sandboxes keeps the CPUs saturated
 // whatever the calls then do. Without a count, a call settles after
-// Settle, light when the CPUs are not saturated.
-func (c *Controller) observeLocked(t *Ticket, now time.Time) {
-	if t.started.IsZero() {
+// Settle, light when the CPUs are not saturated. A meter that cannot
+// read is not read again: the call goes on without a count.
+func (c *Controller) observeLocked(t *Ticket, d demand, now time.Time) {
+	if !d.read {
+		if t.phase == phaseStarting {
+			light := !c.cpuOn() || c.gauges.pressure < c.s.CPUThreshold
+			c.settleLocked(t, phaseLight, light, now)
+		}
 		return
 	}
+	if !d.ok {
+		t.meter = nil // no count after all: settle by pressure
+		return
+	}
+	first := t.lastAt.IsZero()
+	computing := c.sampleLocked(t, d)
 	if t.phase == phaseLight {
 		// Seen again now and then: a call that started slowly (its
 		// interpreter blocked on the disk) or that computes only after a
 		// while is CPU-bound once seen computing.
-		if c.cpuOn() && t.meter != nil && now.Sub(t.lastAt) >= lightRecheck {
-			if computing, ok := c.sampleLocked(t, now); ok && computing {
-				t.phase = phaseCPUBound
-				c.cpuBound++
-				c.allowance = c.s.MinStarting
-			}
+		if computing {
+			t.phase = phaseCPUBound
+			c.cpuBound++
+			c.allowance = c.s.MinStarting
 		}
+		t.recheck = spreadRecheck()
 		return
 	}
-	if !c.cpuOn() || t.meter == nil {
-		if t.phase == phaseStarting && now.Sub(t.started) >= c.s.Settle {
-			light := !c.cpuOn() || c.g.CPU.CPU().Pressure < c.s.CPUThreshold
-			c.settleLocked(t, phaseLight, light)
-		}
-		return
+	if first {
+		return // the start of the first window
 	}
-	if t.lastAt.IsZero() {
-		if now.Sub(t.started) >= c.s.Settle/3 {
-			c.sampleLocked(t, now)
-		}
-		return
-	}
-	if now.Sub(t.lastAt) < 2*c.s.Settle/3 {
-		return
-	}
-	computing, ok := c.sampleLocked(t, now)
 	switch {
-	case !ok:
-		t.meter = nil // no count after all: settle by pressure
 	case t.phase == phaseStarting && !computing:
-		c.settleLocked(t, phaseLight, true)
+		c.settleLocked(t, phaseLight, true, now)
 	case t.phase == phaseStarting:
 		if t.seen++; t.seen >= 2 {
 			t.seen = 0
-			c.settleLocked(t, phaseCPUBound, false)
+			c.settleLocked(t, phaseCPUBound, false, now)
 		}
 	case computing: // CPU-bound, and still computing
 		t.seen = 0
@@ -92,42 +91,69 @@ func (c *Controller) observeLocked(t *Ticket, now time.Time) {
 	default: // CPU-bound, idle
 		if t.seen++; t.seen >= 2 {
 			t.phase = phaseLight
+			t.recheck = spreadRecheck()
 			c.cpuBound--
 		}
 	}
 }
 
-// sampleLocked reads t's CPU demand and reports whether, since the last
-// reading, it demanded a CPU for cpuBoundRate of the time or more.
-func (c *Controller) sampleLocked(t *Ticket, now time.Time) (computing, ok bool) {
-	cpu, ok := t.meter()
-	if !ok {
-		return false, false
+// dueLocked is when t is next to be looked at (ok false: not until
+// something changes), and whether its meter is to be read then: from a
+// third of the settle time after its start, every two thirds of it while
+// it starts or computes, every recheck while it is light; without a
+// count, once, to settle by time alone.
+func (c *Controller) dueLocked(t *Ticket) (at time.Time, read, ok bool) {
+	if t.started.IsZero() {
+		return time.Time{}, false, false
 	}
+	counted := c.cpuOn() && t.meter != nil
+	switch {
+	case t.phase == phaseLight:
+		if !counted {
+			return time.Time{}, false, false
+		}
+		return t.lastAt.Add(t.recheck), true, true
+	case !counted:
+		if t.phase != phaseStarting {
+			return time.Time{}, false, false
+		}
+		return t.started.Add(c.s.Settle), false, true
+	case t.lastAt.IsZero():
+		return t.started.Add(c.s.Settle / 3), true, true
+	default:
+		return t.lastAt.Add(2 * c.s.Settle / 3), true, true
+	}
+}
+
+// sampleLocked records d as t's last reading and reports whether, since
+// the one before, it demanded a CPU for cpuBoundRate of the time or more
+// (false for the first).
+func (c *Controller) sampleLocked(t *Ticket, d demand) bool {
 	first := t.lastAt.IsZero()
-	dt, demanded := now.Sub(t.lastAt), cpu-t.lastCPU
-	t.lastAt, t.lastCPU = now, cpu
-	return !first && float64(demanded) >= cpuBoundRate*float64(dt), true
+	dt, demanded := d.at.Sub(t.lastAt), d.cpu-t.lastCPU
+	t.lastAt, t.lastCPU = d.at, d.cpu
+	return !first && float64(demanded) >= cpuBoundRate*float64(dt)
 }
 
 // settleLocked moves a starting call to phase p; light grows the starting
-// allowance by one.
-func (c *Controller) settleLocked(t *Ticket, p phase, light bool) {
+// allowance by one. Its floor stays reserved until the memory gauge has
+// been read after now (awaitLocked).
+func (c *Controller) settleLocked(t *Ticket, p phase, light bool, now time.Time) {
 	t.phase = p
 	c.starting--
+	c.awaitLocked(now)
 	switch {
 	case p == phaseCPUBound:
 		c.cpuBound++
 		c.allowance = c.s.MinStarting
 	case light:
 		c.allowance = min(c.allowance+1, c.s.MaxStarting)
+		t.recheck = spreadRecheck()
 	}
 }
 
-// observeAllLocked looks at every running call (observeLocked): before
-// each decision, so that it stands on what the calls do now.
-func (c *Controller) observeAllLocked(now time.Time) {
-	for t := range c.running {
-		c.observeLocked(t, now)
-	}
+// spreadRecheck is a light call's recheck: lightRecheck, give or take a
+// quarter, at random, so that calls that settled together are read apart.
+func spreadRecheck() time.Duration {
+	return lightRecheck*3/4 + rand.N(lightRecheck/2)
 }

@@ -39,6 +39,11 @@ func TestAdmissionRefusesBeyondTheMemoryBudget(t *testing.T) {
 		first <- err
 	}()
 	waitFor(t, "the first call's sandbox", func() bool { return fake.Live() == 1 })
+	// Admission decides on its sampler's last reading of memory, at most a
+	// sampling period old: wait for a reading that has the sandbox in it
+	// (Admission reads the gauge), or this call could come before it and
+	// be held to the first call's floor alone.
+	waitFor(t, "the gauge to see the sandbox", func() bool { return e.Admission().MemoryUsedBytes == 80*mib })
 	// 80 MB in use (and the first call's floor while it starts) and this
 	// call's floor: over 100.
 	_, err := e.Exec(context.Background(), execapi.Request{Runtime: "bash", Code: "true"}, nil)
@@ -197,6 +202,11 @@ func TestPoolShrinksBeforeCallsAreRefusedForMemory(t *testing.T) {
 		waitFor(t, "the call to run or be refused", func() bool {
 			return fake.Runs() == i+1 || e.Admission().Rejections[execapi.RefusedMemory] > 0
 		})
+		// Admission decides on its sampler's last reading of memory, at
+		// most a sampling period old; Admission reads the gauge now, so
+		// that the next call's decision has this call's 40 MB in it
+		// rather than its floor.
+		e.Admission()
 	}
 	close(release)
 	wg.Wait()

@@ -167,6 +167,12 @@ func (e *Engine) Capacity() int { return e.adm.Settings().Capacity }
 // metrics).
 func (e *Engine) Admission() execapi.AdmissionInfo { return e.adm.Info() }
 
+// AdmissionController is the controller every call of this engine goes
+// through, for benchmarks and diagnostics that measure admission itself
+// (bench --admission-load): a ticket acquired from it takes room from the
+// engine's calls until released.
+func (e *Engine) AdmissionController() *admission.Controller { return e.adm }
+
 // Backend is the isolation backend in use.
 func (e *Engine) Backend() sandbox.Backend { return e.backend }
 

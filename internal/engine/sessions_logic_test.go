@@ -419,6 +419,11 @@ func TestSessionIdleEndedUnderMemoryPressure(t *testing.T) {
 	for range 3 {
 		ids = append(ids, openFake(t, e, "k", "bash").ID)
 	}
+	// Admission decides on its sampler's last reading of memory, at most a
+	// sampling period old (until then each new session counts by its
+	// floor): Admission reads the gauge now, so that the call's decision
+	// has the sessions' memory in it.
+	e.Admission()
 	res, err := e.Exec(as("k"), execapi.Request{Runtime: "bash", Code: "echo"}, nil)
 	if err != nil {
 		t.Fatalf("a call beside idle sessions that fill the budget: %v", err)
