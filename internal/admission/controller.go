@@ -69,6 +69,9 @@ type Controller struct {
 	due     schedule
 	started []*Ticket
 	wakeAt  time.Time
+	// looked is closed at the end of each of the sampler's looks (and a
+	// new one made): an Acquire that finds the readings old waits on it.
+	looked chan struct{}
 
 	wake chan struct{}
 	stop chan struct{}
@@ -114,7 +117,7 @@ func New(s Settings, g Gauges) *Controller {
 	c := &Controller{
 		s: s, g: g, queue: newFairQueue(), running: map[*Ticket]struct{}{}, allowance: s.MinStarting,
 		avg: defaultRunEstimate, rejections: map[execapi.RefusalReason]int64{}, ncpu: runtime.NumCPU(),
-		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), looked: make(chan struct{}),
 	}
 	// The first readings, so that the first calls have something to
 	// stand on.
@@ -135,6 +138,11 @@ func (c *Controller) Close() {
 	c.mu.Unlock()
 	close(c.stop)
 	<-c.done
+	// Calls waiting for a look that will not come go on at once (to
+	// ErrClosed).
+	c.mu.Lock()
+	close(c.looked)
+	c.mu.Unlock()
 }
 
 // Acquire admits a call of caller (execapi.CallerFrom of its context),
@@ -155,13 +163,37 @@ func (c *Controller) acquire(ctx context.Context, t *Ticket) (*Ticket, error) {
 		c.mu.Unlock()
 		return nil, ErrClosed
 	}
+	// A decision stands on the sampler's readings. Older than it keeps
+	// them while calls flow, they mean it has been resting: the call asks
+	// for a look and waits for it, a short while at most, then decides on
+	// what there is. (Deciding on them as they were could refuse every
+	// call for a CPU saturation long gone, with nothing to wake the
+	// sampler; waiting in the queue instead could refuse calls as
+	// queue_full with room to spare.)
+	if c.staleLocked(now) {
+		looked := c.looked
+		c.kick()
+		c.mu.Unlock()
+		timer := time.NewTimer(staleWait)
+		select {
+		case <-looked:
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+		timer.Stop()
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return nil, ErrClosed
+		}
+		now = time.Now()
+	}
 	// A resident call passes calls that wait only for memory: it needs
 	// none that is not in use already.
-	// A decision stands on the sampler's readings; when they are older
-	// than it keeps them while calls flow, the call waits in the queue
-	// for the sampler's next look (at once: the kick below), unless it
-	// may not wait at all.
-	if (c.queue.len() == 0 || t.resident && c.blocked == execapi.RefusedMemory) && (!c.staleLocked(now) || c.s.QueueWait < 0) {
+	if c.queue.len() == 0 || t.resident && c.blocked == execapi.RefusedMemory {
 		reason := c.roomLocked(t)
 		if reason == "" {
 			c.grantLocked(t, now)
@@ -223,16 +255,24 @@ func (t *Ticket) Started(meter func() (time.Duration, bool)) {
 	c := t.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !t.released && t.granted && t.started.IsZero() {
-		t.started = time.Now()
-		t.meter = meter
-		c.started = append(c.started, t)
-		// The sampler will look at it from a third of the settle time
-		// on: wake it only if it would not look that soon anyway, so that
-		// a steady flow of calls costs it nothing per call.
-		if c.wakeAt.IsZero() || c.wakeAt.Sub(t.started) > c.s.Settle/3 {
-			c.kick()
-		}
+	c.startedLocked(t, meter, time.Now())
+}
+
+// startedLocked is Started at now.
+func (c *Controller) startedLocked(t *Ticket, meter func() (time.Duration, bool), now time.Time) {
+	if t.released || !t.granted || !t.started.IsZero() {
+		return
+	}
+	t.started = now
+	t.meter = meter
+	c.started = append(c.started, t)
+	// The sampler will look at it from a third of the settle time on:
+	// wake it unless its next look of itself comes after now and that
+	// soon anyway, so that a steady flow of calls costs it nothing per
+	// call. (A look already under way when wakeAt passed may end by
+	// resting: its nextLookLocked sees c.started and looks again.)
+	if c.wakeAt.IsZero() || !c.wakeAt.After(now) || c.wakeAt.Sub(now) > c.s.Settle/3 {
+		c.kick()
 	}
 }
 

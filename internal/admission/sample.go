@@ -21,8 +21,8 @@ import (
 // outlives the call that opened it) until memory has been read after, so that
 // a burst admitted between two readings holds to the budget; and an
 // Acquire that finds the readings older than a period (the sampler rests
-// when nothing is to be looked at) waits for the sampler's next look,
-// which it asks for.
+// when nothing is to be looked at) asks for the sampler's next look and
+// waits for it, a short while at most.
 
 // readings are the gauges' last values.
 type readings struct {
@@ -44,6 +44,11 @@ const (
 	// them at once: the sampler reads every tick while calls flow, so
 	// older readings mean it has been resting.
 	maxStale = 2 * tick
+	// staleWait bounds an Acquire's wait for the look it asked for: a look
+	// with nothing running is two reads, so only a machine starving the
+	// sampler of CPU makes the call decide on the old readings (once: the
+	// look comes for the calls after it).
+	staleWait = time.Second
 	// lightSlack is how much early a light call may be read, so that
 	// calls due about together are read in one look.
 	lightSlack = tick / 2
@@ -135,6 +140,9 @@ func (c *Controller) applyMemoryLocked(v int64, at time.Time) {
 func (c *Controller) awaitLocked(now time.Time) {
 	if c.memoryOn() {
 		c.awaiting = append(c.awaiting, now)
+		// The sampler may be resting (nothing waits or starts): a floor
+		// left for a reading must have one coming.
+		c.kick()
 	}
 }
 
@@ -216,6 +224,8 @@ func (c *Controller) loop() {
 		next := c.nextLookLocked(now)
 		changed := !next.Equal(c.wakeAt)
 		c.wakeAt = next
+		close(c.looked)
+		c.looked = make(chan struct{})
 		c.mu.Unlock()
 		if changed {
 			timer.Stop()
@@ -234,6 +244,9 @@ func (c *Controller) nextLookLocked(now time.Time) time.Time {
 	var next time.Time
 	if c.queue.len() > 0 || c.starting > 0 || c.cpuBound > 0 || len(c.awaiting) > 0 {
 		next = now.Add(tick)
+	}
+	if len(c.started) > 0 {
+		next = now // started during this look: to be scheduled at once
 	}
 	if at, ok := c.nextDueLocked(); ok && (next.IsZero() || at.Before(next)) {
 		next = at

@@ -160,9 +160,15 @@ func TestBurstBetweenReadingsHoldsToTheBudget(t *testing.T) {
 	if len(first) != 10 {
 		t.Fatalf("%d of a burst of 20 admitted with 0 of 100 MiB in use and 10 MiB floors, want 10", len(first))
 	}
+	// All started at one moment, in one hold of the lock, so that no read
+	// of memory begins between two of them and they are due, and settle,
+	// in one look.
+	c.mu.Lock()
+	now := time.Now()
 	for _, tk := range first {
-		tk.Started(nil)
+		c.startedLocked(tk, nil, now)
 	}
+	c.mu.Unlock()
 	// While the sampler waits on a read of memory it changes nothing, so
 	// what the calls are then is what they were when the read began:
 	// answer "nothing in use" to the reads begun while some still

@@ -27,11 +27,20 @@ func write(dir, file, value string) error {
 // errno, so that errors.Is(err, syscall.EBUSY) still tells a limit below
 // usage.
 func writeFile(path, value string) error {
-	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	fd, err := openRetrying(path, unix.O_WRONLY|unix.O_CLOEXEC)
 	if err != nil {
 		return &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	n, err := unix.Write(fd, []byte(value))
+	// A write to a v1 memory limit below usage reclaims first, and a
+	// signal (the engine's children exit all the time) interrupts it with
+	// EINTR: os.WriteFile retried it, and so does this.
+	var n int
+	for {
+		n, err = unix.Write(fd, []byte(value))
+		if err != unix.EINTR {
+			break
+		}
+	}
 	unix.Close(fd)
 	if err != nil {
 		return &os.PathError{Op: "write", Path: path, Err: err}
@@ -43,16 +52,15 @@ func writeFile(path, value string) error {
 }
 
 // smallFileMax is readSmall's first buffer: the counters files, and
-// cgroup.procs of a sandbox (bounded by its pids.max), fit it; a larger file
-// grows it.
-const smallFileMax = 16 << 10
+// cgroup.procs of most sandboxes, fit it; a larger file grows it.
+const smallFileMax = 1 << 10
 
 // readSmall reads a cgroupfs file whole: reads until one returns nothing,
 // since cgroupfs files are seq_files, whose reads end at a page of records
 // however large the buffer (cgroup.procs of more than about 500 processes
 // comes in several).
 func readSmall(path string) ([]byte, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	fd, err := openRetrying(path, unix.O_RDONLY|unix.O_CLOEXEC)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
@@ -73,5 +81,15 @@ func readSmall(path string) ([]byte, error) {
 			return buf, nil
 		}
 		buf = buf[:len(buf)+n]
+	}
+}
+
+// openRetrying is open(2), retried when a signal interrupts it.
+func openRetrying(path string, flags int) (int, error) {
+	for {
+		fd, err := unix.Open(path, flags, 0)
+		if err != unix.EINTR {
+			return fd, err
+		}
 	}
 }
