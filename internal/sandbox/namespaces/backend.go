@@ -219,11 +219,16 @@ func checkUserNamespaces() error {
 
 // Create implements sandbox.Backend.
 func (b *Backend) Create(ctx context.Context, cfg sandbox.Config) (sandbox.Sandbox, error) {
+	return b.create(ctx, cfg, nil)
+}
+
+// create makes a sandbox whose init via starts (nil: the helper).
+func (b *Backend) create(ctx context.Context, cfg sandbox.Config, via *spawner.Spawner) (sandbox.Sandbox, error) {
 	id := fmt.Sprintf("%s_%d", b.instance, sandboxSeq.Add(1))
 	if cfg.Session && cfg.Prestart != nil {
 		return nil, errors.New("a session sandbox cannot have a pre-started interpreter")
 	}
-	s := &nsSandbox{id: id, backend: b, background: cfg.Background}
+	s := &nsSandbox{id: id, backend: b, background: cfg.Background, via: via}
 	if err := hostside.StartOrDestroy(s, "", b.opts.Logger, func() error { return s.start(ctx, cfg) }); err != nil {
 		return nil, err
 	}

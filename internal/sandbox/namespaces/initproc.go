@@ -75,7 +75,9 @@ func (b *Backend) SpawnerRestarts() int {
 // spawner/c/init.c) in new namespaces with the child ends of pipes as its
 // fds 1-4, its user namespace owned by owner (when not 0), and in group
 // (when not nil).
-func (b *Backend) startInit(ctx context.Context, pipes *hostside.Pipes, owner uint32, network *sandbox.Network, group *cgroups.Group) (*spawner.Process, error) {
+// A zygote (via, when not nil) starts it instead of the helper; it is not
+// replaced when it died.
+func (b *Backend) startInit(ctx context.Context, via *spawner.Spawner, pipes *hostside.Pipes, owner uint32, network *sandbox.Network, group *cgroups.Group) (*spawner.Process, error) {
 	uids, gids, setgroups := b.idMappings()
 	flags := uintptr(sandboxNamespaces)
 	if network != nil {
@@ -95,6 +97,9 @@ func (b *Backend) startInit(ctx context.Context, pipes *hostside.Pipes, owner ui
 		// Joined by the helper before init runs: init is not our child, so
 		// once it died its pid could name another process.
 		req.CgroupProcs = group.ProcsFiles()
+	}
+	if via != nil {
+		return via.Spawn(ctx, req)
 	}
 	for attempt := 0; ; attempt++ {
 		sp := b.currentSpawner()

@@ -27,6 +27,8 @@ type nsSandbox struct {
 	backend *Backend
 	group   *cgroups.Group
 	init    *spawner.Process
+	// via is the zygote that starts init (nil: the backend's helper).
+	via *spawner.Spawner
 	conn    *hostside.Conn
 	// owner is the host uid owning the sandbox's user namespace (0: the
 	// engine's own uid).
@@ -72,7 +74,7 @@ func (s *nsSandbox) start(ctx context.Context, cfg sandbox.Config) error {
 			return err
 		}
 	}
-	proc, startErr := b.startInit(ctx, conn.Pipes, s.owner, cfg.Network, s.group)
+	proc, startErr := b.startInit(ctx, s.via, conn.Pipes, s.owner, cfg.Network, s.group)
 	// The child holds its own copies now (or failed to start).
 	conn.CloseChildEnds()
 	if startErr != nil {

@@ -118,7 +118,7 @@ func Build(target string) (string, error) {
 	if err := writeSources(src); err != nil {
 		return "", err
 	}
-	tmp := filepath.Join(src, BinaryName)
+	tmp := filepath.Join(src, filepath.Base(target)) // a name ending in .so builds the zygote's object
 	cmd := exec.Command("/bin/sh", filepath.Join(src, "build.sh"), tmp)
 	cmd.Env = append(os.Environ(), "CC="+compiler)
 	out, err := cmd.CombinedOutput()
@@ -152,7 +152,12 @@ type Spawner struct {
 	sock int // our end of the SOCK_SEQPACKET pair
 	cmd  *exec.Cmd
 	dead error // wraps ErrDead once the helper is gone
+	// exited is closed once the helper has exited and been reaped.
+	exited chan struct{}
 }
+
+// Wait blocks until the helper has exited (after Close, or its death).
+func (s *Spawner) Wait() { <-s.exited }
 
 // Start runs the helper at path.
 func Start(path string) (*Spawner, error) {
@@ -162,24 +167,26 @@ func Start(path string) (*Spawner, error) {
 	}
 	theirs := os.NewFile(uintptr(pair[1]), "spawner")
 	defer theirs.Close()
-	cmd := &exec.Cmd{
-		Path:       path,
-		Args:       []string{BinaryName},
-		Env:        []string{},
-		ExtraFiles: []*os.File{theirs},
-		// Dies with the engine, and every sandbox with it.
-		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setsid: true},
-	}
+	return start(&exec.Cmd{Path: path, Args: []string{BinaryName}, Env: []string{}}, theirs, pair[0])
+}
+
+// start runs cmd with theirs (the socket's other end) as its fd 3, then
+// any ExtraFiles cmd has already, and checks the helper's hello on ours.
+func start(cmd *exec.Cmd, theirs *os.File, ours int) (*Spawner, error) {
+	path := cmd.Path
+	cmd.ExtraFiles = append([]*os.File{theirs}, cmd.ExtraFiles...)
+	// Dies with the engine, and every sandbox with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setsid: true}
 	// PR_SET_PDEATHSIG fires when the thread that started the helper exits,
 	// not the process: the starter's thread lives as long as the engine, so
 	// no goroutine that exits while locked to its thread (they do, after
 	// setns) can take the helper down.
 	if err := hostside.StartChild(cmd); err != nil {
-		unix.Close(pair[0])
+		unix.Close(ours)
 		return nil, fmt.Errorf("start %s: %w", path, err)
 	}
-	go func() { _ = cmd.Wait() }() // reaped whenever it ends
-	s := &Spawner{sock: pair[0], cmd: cmd}
+	s := &Spawner{sock: ours, cmd: cmd, exited: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(s.exited) }() // reaped whenever it ends
 	tv := unix.NsecToTimeval(replyTimeout.Nanoseconds())
 	if err := unix.SetsockoptTimeval(s.sock, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
 		s.Close()

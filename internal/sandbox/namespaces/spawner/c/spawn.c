@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "init.h"
+#include "zygote.h"
 
 #define SOCKET_FD 3
 #define PROTOCOL_VERSION 5
@@ -408,7 +409,10 @@ done:
 	return result;
 }
 
-int main(void) {
+// spawner_serve is the helper's life: the hello, then requests until the
+// engine closes the socket (0) or something fails (1). main runs it, and so
+// does a zygote (zygote.c) from inside its interpreter.
+int spawner_serve(void) {
 	// If the engine died before this, the socket's EOF ends us below.
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
 		return 1;
@@ -429,3 +433,11 @@ int main(void) {
 	}
 	return 0;
 }
+
+#ifndef SCRATCHRUN_SHARED
+int main(int argc, char **argv) {
+	if (argc > 1 && strcmp(argv[1], "--zygote") == 0)
+		return zygote_launch(argc - 1, argv + 1);
+	return spawner_serve();
+}
+#endif

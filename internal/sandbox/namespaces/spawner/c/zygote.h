@@ -1,0 +1,36 @@
+// The zygote: the spawner's serve loop run from inside an initialized
+// interpreter (see docs/zygotes.md), whose sandboxes' pre-started
+// interpreter is a fork of it rather than a new program.
+#ifndef SCRATCHRUN_ZYGOTE_H
+#define SCRATCHRUN_ZYGOTE_H
+
+#include <setjmp.h>
+
+// zygote_mode is set in a zygote (scratchrun_zygote_serve); zygote_entering
+// only while init pre-starts the interpreter, so that start_process hands
+// that one child back to the interpreter instead of executing argv.
+extern int zygote_mode;
+extern int zygote_entering;
+
+// zygote_entry is scratchrun_zygote_serve's frame (zygote_serve.c). Every
+// process the zygote makes is a copy of it that has not returned from that
+// frame (the sandbox's init is a clone inside spawn(), the interpreter a
+// fork inside init's start_process), so the jump back is to a live frame
+// of its own stack.
+extern sigjmp_buf zygote_entry;
+
+// zygote_enter finishes, in the pre-start's child, what an execve would
+// have done (capabilities recomputed, close-on-exec descriptors closed, the
+// name and dumpability of a fresh program), then jumps back into
+// scratchrun_zygote_serve, which returns 1 into the interpreter. It
+// returns only when a step failed, with errno set.
+void zygote_enter(const char *argv0);
+
+// spawner_serve is spawn.c's loop (hello, then requests until the engine
+// closes fd 3).
+int spawner_serve(void);
+
+// zygote_launch is `scratchrun-spawn --zygote ...` (zygote_launch.c).
+int zygote_launch(int argc, char **argv);
+
+#endif
