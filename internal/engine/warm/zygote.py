@@ -32,9 +32,17 @@ def _zygote():
     os.close(4)
     serve = lib.scratchrun_zygote_serve
     serve.restype, serve.argtypes = ctypes.c_int, []
+    api = ctypes.pythonapi
+    before, parent, child = api.PyOS_BeforeFork, api.PyOS_AfterFork_Parent, api.PyOS_AfterFork_Child
+    # Every process made while serving is a fork to python: the locks its
+    # fork takes (imports, the runtime's) are held across the whole loop,
+    # as across one os.fork(), and each interpreter handed back releases
+    # them in PyOS_AfterFork_Child.
+    before()
     if serve() != 1:
+        parent()
         os._exit(0)  # the engine closed the socket (or serving failed: it sees why)
-    ctypes.pythonapi.PyOS_AfterFork_Child()
+    child()
     signal.signal(signal.SIGINT, signal.default_int_handler)
     for name in ("SIGPIPE", "SIGXFSZ"):
         if hasattr(signal, name):

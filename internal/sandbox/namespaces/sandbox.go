@@ -28,8 +28,8 @@ type nsSandbox struct {
 	group   *cgroups.Group
 	init    *spawner.Process
 	// via is the zygote that starts init (nil: the backend's helper).
-	via *spawner.Spawner
-	conn    *hostside.Conn
+	via  *spawner.Spawner
+	conn *hostside.Conn
 	// owner is the host uid owning the sandbox's user namespace (0: the
 	// engine's own uid).
 	owner uint32

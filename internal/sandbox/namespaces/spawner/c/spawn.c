@@ -350,6 +350,8 @@ static int spawn(void) {
 	int err = 0;
 	if (pidfd < 0) {
 		err = errno, step = "pidfd_open";
+	} else if (zygote_mode && zygote_as_owner(req.owner_uid) < 0) {
+		err = errno, step = "take the owner's uid to write the maps";
 	} else {
 		snprintf(file, sizeof file, "/proc/%d/uid_map", pid);
 		if (write_file(file, uid_map) < 0) {
@@ -365,6 +367,8 @@ static int spawn(void) {
 			}
 		}
 	}
+	if (zygote_mode)
+		zygote_as_root(engine_pid);
 	char pidtext[16];
 	snprintf(pidtext, sizeof pidtext, "%d", pid);
 	for (uint32_t i = 0; !err && i < req.cgroupc; i++)

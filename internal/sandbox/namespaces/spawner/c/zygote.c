@@ -5,7 +5,9 @@
 #include <errno.h>
 #include <linux/capability.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -56,4 +58,37 @@ void zygote_enter(const char *argv0) {
 	const char *name = strrchr(argv0, '/');
 	prctl(PR_SET_NAME, name ? name + 1 : argv0);
 	siglongjmp(zygote_entry, 1);
+}
+
+// raise_effective makes the effective set the permitted one.
+static int raise_effective(void) {
+	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct data[2];
+	if (syscall(SYS_capget, &hdr, data) < 0)
+		return -1;
+	data[0].effective = data[0].permitted;
+	data[1].effective = data[1].permitted;
+	return (int)syscall(SYS_capset, &hdr, data);
+}
+
+int zygote_as_owner(unsigned owner) {
+	if (!owner)
+		return 0; // root's own namespace: nothing to take
+	// A change of the effective uid away from 0 clears the effective set
+	// (the permitted one stays: the real and saved uids are 0).
+	if (setresuid(-1, owner, -1) < 0 || raise_effective() < 0)
+		return -1;
+	setfsuid(0); // allowed: 0 is the real uid
+	if ((int)setfsuid(-1) != 0) {
+		errno = EPERM;
+		return -1;
+	}
+	return 0;
+}
+
+void zygote_as_root(int engine_pid) {
+	// Back to 0 raises the effective set again; a changed effective uid
+	// cleared the parent-death signal.
+	if (geteuid() != 0 && (setresuid(-1, 0, -1) < 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != engine_pid))
+		_exit(1);
 }

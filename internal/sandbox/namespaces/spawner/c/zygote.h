@@ -26,6 +26,18 @@ extern sigjmp_buf zygote_entry;
 // returns only when a step failed, with errno set.
 void zygote_enter(const char *argv0);
 
+// zygote_as_owner makes the zygote able to write a child's uid and gid
+// maps; zygote_as_root undoes it (and ends the zygote if it cannot, or if
+// its engine died meanwhile). The helper writes them with root's
+// capabilities; the zygote, holding only CAP_SETUID and CAP_SETGID, needs
+// CAP_SYS_ADMIN in the child's user namespace for that, which it has as
+// its owner: its effective uid becomes owner's (CAP_SETUID and CAP_SETGID
+// kept effective, for the map's ranges), its file system uid stays 0 (the
+// map files are root's, the child being non-dumpable). The cgroup.procs
+// writes that follow want the effective uid 0 again.
+int zygote_as_owner(unsigned owner);
+void zygote_as_root(int engine_pid);
+
 // spawner_serve is spawn.c's loop (hello, then requests until the engine
 // closes fd 3).
 int spawner_serve(void);

@@ -1,0 +1,123 @@
+package namespaces
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/scratchrun/scratchrun/internal/engine/warm"
+	"github.com/scratchrun/scratchrun/internal/images"
+	"github.com/scratchrun/scratchrun/internal/sandbox"
+	"github.com/scratchrun/scratchrun/internal/testenv"
+)
+
+// pythonEnv is a python sandbox's environment as the engine gives it.
+func pythonEnv(rt images.Runtime) []string {
+	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
+	for k, v := range rt.Env {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+// startPythonZygote starts a zygote of runtime's image preloading preload
+// (with OpenBLAS held to one thread: the zygote must stay
+// single-threaded), stopped when t ends; it returns the zygote and the
+// warm pre-start its sandboxes are configured with.
+func startPythonZygote(t testing.TB, b *Backend, img sandbox.Image, rt images.Runtime, preload string) (*zygoteProcess, *sandbox.Prestart) {
+	t.Helper()
+	argv, err := warm.Zygote(rt.WarmCommand)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := append(pythonEnv(rt), "OPENBLAS_NUM_THREADS=1")
+	if preload != "" {
+		env = append(env, "SCRATCHRUN_PRELOAD="+preload)
+	}
+	z, err := b.startZygote(img, argv, env)
+	if err != nil {
+		t.Fatalf("start the zygote: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := z.Close(); err != nil {
+			t.Errorf("close the zygote: %v", err)
+		}
+	})
+	warmArgv, err := warm.Command("python", rt.WarmCommand)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return z, &sandbox.Prestart{Argv: warmArgv, Env: env, Dir: "/tmp"}
+}
+
+// Sandboxes made through a python zygote run their job as a warm sandbox
+// does (output, exit status, traceback); two of them draw different
+// random.random(), uuid4() and numpy.random.random() (the modules were
+// loaded in the zygote, so only the fork hooks and the reseed make them
+// differ); a module one job changed (os, loaded in the zygote) is pristine
+// in the next; each job is pid 2 of its own sandbox with no capability
+// beyond the sandbox's; and nothing is left once the zygote is closed.
+func TestZygotePythonSandboxes(t *testing.T) {
+	b := testenv.RealBackend[*Backend](t, level)
+	img, rt := env.Image(t, "python3.13")
+	before := level.Snapshot()
+	t.Cleanup(func() { level.CheckClean(t, before) }) // after the zygote's Close (cleanups run last first)
+	z, pre := startPythonZygote(t, b, img, rt, "random,uuid,numpy")
+	src := `import os, random, uuid, numpy, sys
+pristine = not hasattr(os, "planted")
+os.planted = True
+import json
+print(json.dumps({"r": random.random(), "u": str(uuid.uuid4()), "n": float(numpy.random.random()),
+    "pristine": pristine, "pid": os.getpid(), "argv": sys.argv, "main": __name__, "file": __file__,
+    "cap": [l.split()[1] for l in open("/proc/self/status") if l.startswith(("CapEff", "CapBnd"))]}))
+`
+	argv := []string{"/usr/bin/python3.13", "/code/main.py"}
+	var seen []map[string]any
+	for i := 0; i < 2; i++ {
+		o, stdout, stderr := zygoteRun(t, b, z.Spawner, img, pre, argv, src)
+		var got map[string]any
+		if o.ExitCode != 0 || json.Unmarshal([]byte(stdout), &got) != nil {
+			t.Fatalf("job %d: exit %d, stdout %q, stderr %q", i, o.ExitCode, stdout, stderr)
+		}
+		if got["pristine"] != true || got["pid"] != 2.0 || got["main"] != "__main__" || got["file"] != "/code/main.py" {
+			t.Errorf("job %d: %v", i, got)
+		}
+		if c := got["cap"].([]any); len(c) != 2 || c[0] != c[1] {
+			t.Errorf("job %d: capabilities %v, want the effective set to be the bounding set", i, c)
+		}
+		seen = append(seen, got)
+	}
+	for _, k := range []string{"r", "u", "n"} {
+		if seen[0][k] == seen[1][k] {
+			t.Errorf("two sandboxes drew the same %s: %v", k, seen[0][k])
+		}
+	}
+	o, stdout, stderr := zygoteRun(t, b, z.Spawner, img, pre, argv, "import sys\nprint('out')\ndef f():\n    raise ValueError('boom')\nf()\n")
+	if o.ExitCode != 1 || stdout != "out\n" || !strings.Contains(stderr, `File "/code/main.py", line 5, in <module>`) || !strings.HasSuffix(stderr, "ValueError: boom\n") {
+		t.Errorf("a failing job: exit %d, stdout %q, stderr %q", o.ExitCode, stdout, stderr)
+	}
+	if o, _, _ := zygoteRun(t, b, z.Spawner, img, pre, argv, "raise SystemExit(7)"); o.ExitCode != 7 {
+		t.Errorf("SystemExit(7): exit %d", o.ExitCode)
+	}
+	// The zygote holds CAP_SETUID and CAP_SETGID only, in a root of its own.
+	status, err := os.ReadFile("/proc/" + strconv.Itoa(z.Pid()) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && strings.HasPrefix(f[0], "Cap") && f[0] != "CapInh:" && f[0] != "CapAmb:" && f[1] != "00000000000000c0" {
+			t.Errorf("zygote %s %s, want CAP_SETUID and CAP_SETGID only (c0)", f[0], f[1])
+		}
+	}
+	if root, _ := os.Readlink("/proc/" + strconv.Itoa(z.Pid()) + "/root"); root != "/" {
+		t.Logf("zygote root as we see it: %q", root)
+	}
+	if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(z.Pid()), "root", "var")); err == nil {
+		t.Errorf("the zygote sees /var")
+	}
+	_ = time.Second
+}
