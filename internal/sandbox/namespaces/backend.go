@@ -223,7 +223,7 @@ func (b *Backend) Create(ctx context.Context, cfg sandbox.Config) (sandbox.Sandb
 }
 
 // create makes a sandbox whose init via starts (nil: the helper).
-func (b *Backend) create(ctx context.Context, cfg sandbox.Config, via *spawner.Spawner) (sandbox.Sandbox, error) {
+func (b *Backend) create(ctx context.Context, cfg sandbox.Config, via *zygoteProcess) (sandbox.Sandbox, error) {
 	id := fmt.Sprintf("%s_%d", b.instance, sandboxSeq.Add(1))
 	if cfg.Session && cfg.Prestart != nil {
 		return nil, errors.New("a session sandbox cannot have a pre-started interpreter")

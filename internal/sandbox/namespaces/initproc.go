@@ -77,7 +77,7 @@ func (b *Backend) SpawnerRestarts() int {
 // (when not nil).
 // A zygote (via, when not nil) starts it instead of the helper; it is not
 // replaced when it died.
-func (b *Backend) startInit(ctx context.Context, via *spawner.Spawner, pipes *hostside.Pipes, owner uint32, network *sandbox.Network, group *cgroups.Group) (*spawner.Process, error) {
+func (b *Backend) startInit(ctx context.Context, via *zygoteProcess, pipes *hostside.Pipes, owner uint32, network *sandbox.Network, group *cgroups.Group) (*spawner.Process, error) {
 	uids, gids, setgroups := b.idMappings()
 	flags := uintptr(sandboxNamespaces)
 	if network != nil {

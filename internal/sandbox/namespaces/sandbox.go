@@ -28,7 +28,7 @@ type nsSandbox struct {
 	group   *cgroups.Group
 	init    *spawner.Process
 	// via is the zygote that starts init (nil: the backend's helper).
-	via  *spawner.Spawner
+	via  *zygoteProcess
 	conn *hostside.Conn
 	// owner is the host uid owning the sandbox's user namespace (0: the
 	// engine's own uid).
@@ -61,7 +61,11 @@ func (s *nsSandbox) start(ctx context.Context, cfg sandbox.Config) error {
 	}
 	s.conn = conn
 	rootfs := cfg.Image.RootFS
-	if b.owners != nil {
+	if s.via != nil && s.via.ownerCount > 0 {
+		if s.owner, err = s.via.takeOwner(); err != nil {
+			return err
+		}
+	} else if b.owners != nil {
 		if s.owner, err = b.owners.take(); err != nil {
 			return err
 		}
@@ -158,7 +162,11 @@ func (s *nsSandbox) Destroy() sandbox.Teardown {
 		errs = append(errs, err)
 	}
 	if s.owner != 0 {
-		s.backend.owners.release(s.owner)
+		if s.via != nil && s.via.ownerCount > 0 {
+			s.via.releaseOwner(s.owner)
+		} else {
+			s.backend.owners.release(s.owner)
+		}
 		s.owner = 0
 	}
 	return hostside.TeardownOf(errs...)

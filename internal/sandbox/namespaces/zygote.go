@@ -3,6 +3,7 @@ package namespaces
 import (
 	"errors"
 	"os"
+	"sync"
 
 	"github.com/scratchrun/scratchrun/internal/sandbox"
 	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces/spawner"
@@ -13,18 +14,59 @@ import (
 // namespaces, maps, cgroups, root and confinement, but their pre-started
 // interpreter is a fork of the zygote's instead of a new program.
 
-// zygoteProcess is a running zygote and the stage directory it covers.
+// zygoteOwners is the size of a zygote's block of owner uids: more than
+// the sandboxes one zygote makes in its life (the engine retires it after
+// fewer), so its sandboxes never share an owner.
+const zygoteOwners = 1024
+
+// zygoteProcess is a running zygote, the stage directory it covers and
+// the owner uids its sandboxes take.
 type zygoteProcess struct {
 	*spawner.Spawner
 	stage string
+	// gone is closed once the zygote and every sandbox it made have ended
+	// (its launcher exited), its stage removed and its owners released.
+	gone    chan struct{}
+	goneErr error
+
+	ownerBase, ownerCount uint32 // 0, 0: the backend's owners (a test's stand-in)
+	mu                    sync.Mutex
+	nextOwner             uint32
+	ownerInUse            map[uint32]bool
 }
 
-// Close stops the zygote (its sandboxes die with it: destroy them first)
-// and removes its stage directory once the zygote is gone.
+// takeOwner returns an owner uid of the zygote's block no live sandbox of
+// it holds.
+func (z *zygoteProcess) takeOwner() (uint32, error) {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	for range z.ownerCount {
+		uid := z.ownerBase + z.nextOwner
+		z.nextOwner = (z.nextOwner + 1) % z.ownerCount
+		if !z.ownerInUse[uid] {
+			z.ownerInUse[uid] = true
+			return uid, nil
+		}
+	}
+	return 0, errors.New("every owner uid of the zygote's block is in use")
+}
+
+func (z *zygoteProcess) releaseOwner(uid uint32) {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	delete(z.ownerInUse, uid)
+}
+
+// Retire stops the zygote serving: it exits, and the sandboxes it made
+// run on (the pid 1 of its namespace holds them) until destroyed.
+func (z *zygoteProcess) Retire() { _ = z.Spawner.Close() }
+
+// Close retires the zygote and waits until it and its sandboxes are gone
+// (destroy them first).
 func (z *zygoteProcess) Close() error {
-	err := z.Spawner.Close()
-	z.Spawner.Wait()
-	return errors.Join(err, os.Remove(z.stage))
+	z.Retire()
+	<-z.gone
+	return z.goneErr
 }
 
 // startZygote starts a zygote for sandboxes on img whose interpreter runs
@@ -46,15 +88,30 @@ func (b *Backend) startZygote(img sandbox.Image, argv, env []string) (*zygotePro
 	if err != nil {
 		return nil, err
 	}
+	base, err := b.owners.takeBlock(zygoteOwners)
+	if err != nil {
+		os.Remove(stage)
+		return nil, err
+	}
 	z := spawner.Zygote{Launcher: b.spawnerPath, Object: object, Stage: stage, Image: img.RootFS,
-		ReadOnly: []string{view}, Dirs: []string{b.mountDir}, Argv: argv, Env: env}
+		ReadOnly: []string{view}, Dirs: []string{b.mountDir}, Argv: argv, Env: env,
+		OwnerBase: base, OwnerCount: zygoteOwners}
 	if b.cgroups != nil {
 		z.Writable = b.cgroups.Parents()
 	}
 	sp, err := spawner.StartZygote(z)
 	if err != nil {
 		os.Remove(stage)
+		b.owners.releaseBlock(base, zygoteOwners)
 		return nil, err
 	}
-	return &zygoteProcess{Spawner: sp, stage: stage}, nil
+	zp := &zygoteProcess{Spawner: sp, stage: stage, gone: make(chan struct{}),
+		ownerBase: base, ownerCount: zygoteOwners, ownerInUse: map[uint32]bool{}}
+	go func() {
+		sp.Wait()
+		zp.goneErr = os.Remove(stage)
+		b.owners.releaseBlock(base, zygoteOwners)
+		close(zp.gone)
+	}()
+	return zp, nil
 }

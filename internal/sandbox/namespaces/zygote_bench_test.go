@@ -12,7 +12,6 @@ import (
 
 	"github.com/scratchrun/scratchrun/internal/engine/warm"
 	"github.com/scratchrun/scratchrun/internal/sandbox"
-	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces/spawner"
 	"github.com/scratchrun/scratchrun/internal/testenv"
 )
 
@@ -41,26 +40,28 @@ func BenchmarkZygoteCreation(b *testing.B) {
 				if variant.preload != "" {
 					pre.Env = append(pre.Env, "SCRATCHRUN_PRELOAD="+variant.preload)
 				}
-				var via *spawner.Spawner
+				var via *zygoteProcess
+				pid := sp.Pid()
 				if way == "zygote" {
 					z, zpre := startPythonZygote(b, be, img, rt, variant.preload)
-					sp, via, pre = z.Spawner, z.Spawner, zpre
+					via, pre = z, zpre
+					pid = zygoteHostPid(b, z)
 				}
 				cfg := testenv.SandboxConfig(img)
 				cfg.Prestart = pre
 				cfg.MemoryBytes = 1 << 30
 				// One sandbox first: the zygote's pages and the image's
 				// files are warm for both ways.
-				group := cpuGroup(b, sp.Pid())
+				group := cpuGroup(b, pid)
 				createRun(b, be, cfg, via)
 				load := loadavg()
-				cpu0, own0 := groupCPU(b, group), schedRuntime(b, sp.Pid())
+				cpu0, own0 := groupCPU(b, group), schedRuntime(b, pid)
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
 					createRun(b, be, cfg, via)
 				}
 				b.StopTimer()
-				cpu, own := groupCPU(b, group)-cpu0, schedRuntime(b, sp.Pid())-own0
+				cpu, own := groupCPU(b, group)-cpu0, schedRuntime(b, pid)-own0
 				b.ReportMetric(float64(cpu)/1e6/float64(b.N), "cpu-ms/sandbox")
 				b.ReportMetric(float64(own)/1e6/float64(b.N), "spawner-cpu-ms/sandbox")
 				b.Logf("%s/%s: load %s -> %s", variant.name, way, load, loadavg())
@@ -71,7 +72,7 @@ func BenchmarkZygoteCreation(b *testing.B) {
 
 // createRun creates a sandbox with cfg (through via, when not nil), runs
 // print(1) in it and destroys it.
-func createRun(b *testing.B, be *Backend, cfg sandbox.Config, via *spawner.Spawner) {
+func createRun(b *testing.B, be *Backend, cfg sandbox.Config, via *zygoteProcess) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	sb, err := be.create(ctx, cfg, via)
@@ -131,6 +132,22 @@ func schedRuntime(b *testing.B, pid int) int64 {
 	}
 	n, _ := strconv.ParseInt(strings.Fields(string(data))[0], 10, 64)
 	return n
+}
+
+// zygoteHostPid is the zygote's pid in ours: the child of the pid 1 its
+// launcher forked.
+func zygoteHostPid(t testing.TB, z *zygoteProcess) int {
+	t.Helper()
+	pid := z.Pid()
+	for range 2 {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+		f := strings.Fields(string(data))
+		if err != nil || len(f) != 1 {
+			t.Fatalf("the children of %d: %q %v", pid, data, err)
+		}
+		pid, _ = strconv.Atoi(f[0])
+	}
+	return pid
 }
 
 func loadavg() string {

@@ -30,6 +30,13 @@ func pythonEnv(rt images.Runtime) []string {
 // warm pre-start its sandboxes are configured with.
 func startPythonZygote(t testing.TB, b *Backend, img sandbox.Image, rt images.Runtime, preload string) (*zygoteProcess, *sandbox.Prestart) {
 	t.Helper()
+	return startPythonZygoteEnv(t, b, img, rt, preload, nil)
+}
+
+// startPythonZygoteEnv is startPythonZygote with extra in the zygote's
+// environment only.
+func startPythonZygoteEnv(t testing.TB, b *Backend, img sandbox.Image, rt images.Runtime, preload string, extra []string) (*zygoteProcess, *sandbox.Prestart) {
+	t.Helper()
 	argv, err := warm.Zygote(rt.WarmCommand)
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +45,7 @@ func startPythonZygote(t testing.TB, b *Backend, img sandbox.Image, rt images.Ru
 	if preload != "" {
 		env = append(env, "SCRATCHRUN_PRELOAD="+preload)
 	}
-	z, err := b.startZygote(img, argv, env)
+	z, err := b.startZygote(img, argv, append(append([]string{}, env...), extra...))
 	if err != nil {
 		t.Fatalf("start the zygote: %v", err)
 	}
@@ -78,7 +85,7 @@ print(json.dumps({"r": random.random(), "u": str(uuid.uuid4()), "n": float(numpy
 	argv := []string{"/usr/bin/python3.13", "/code/main.py"}
 	var seen []map[string]any
 	for i := 0; i < 2; i++ {
-		o, stdout, stderr := zygoteRun(t, b, z.Spawner, img, pre, argv, src)
+		o, stdout, stderr := zygoteRun(t, b, z, img, pre, argv, src)
 		var got map[string]any
 		if o.ExitCode != 0 || json.Unmarshal([]byte(stdout), &got) != nil {
 			t.Fatalf("job %d: exit %d, stdout %q, stderr %q", i, o.ExitCode, stdout, stderr)
@@ -96,15 +103,16 @@ print(json.dumps({"r": random.random(), "u": str(uuid.uuid4()), "n": float(numpy
 			t.Errorf("two sandboxes drew the same %s: %v", k, seen[0][k])
 		}
 	}
-	o, stdout, stderr := zygoteRun(t, b, z.Spawner, img, pre, argv, "import sys\nprint('out')\ndef f():\n    raise ValueError('boom')\nf()\n")
+	o, stdout, stderr := zygoteRun(t, b, z, img, pre, argv, "import sys\nprint('out')\ndef f():\n    raise ValueError('boom')\nf()\n")
 	if o.ExitCode != 1 || stdout != "out\n" || !strings.Contains(stderr, `File "/code/main.py", line 5, in <module>`) || !strings.HasSuffix(stderr, "ValueError: boom\n") {
 		t.Errorf("a failing job: exit %d, stdout %q, stderr %q", o.ExitCode, stdout, stderr)
 	}
-	if o, _, _ := zygoteRun(t, b, z.Spawner, img, pre, argv, "raise SystemExit(7)"); o.ExitCode != 7 {
+	if o, _, _ := zygoteRun(t, b, z, img, pre, argv, "raise SystemExit(7)"); o.ExitCode != 7 {
 		t.Errorf("SystemExit(7): exit %d", o.ExitCode)
 	}
 	// The zygote holds CAP_SETUID and CAP_SETGID only, in a root of its own.
-	status, err := os.ReadFile("/proc/" + strconv.Itoa(z.Pid()) + "/status")
+	zpid := strconv.Itoa(zygoteHostPid(t, z))
+	status, err := os.ReadFile("/proc/" + zpid + "/status")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,10 +121,10 @@ print(json.dumps({"r": random.random(), "u": str(uuid.uuid4()), "n": float(numpy
 			t.Errorf("zygote %s %s, want CAP_SETUID and CAP_SETGID only (c0)", f[0], f[1])
 		}
 	}
-	if root, _ := os.Readlink("/proc/" + strconv.Itoa(z.Pid()) + "/root"); root != "/" {
+	if root, _ := os.Readlink("/proc/" + zpid + "/root"); root != "/" {
 		t.Logf("zygote root as we see it: %q", root)
 	}
-	if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(z.Pid()), "root", "var")); err == nil {
+	if _, err := os.Stat(filepath.Join("/proc", zpid, "root", "var")); err == nil {
 		t.Errorf("the zygote sees /var")
 	}
 	_ = time.Second

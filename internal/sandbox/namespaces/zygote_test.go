@@ -19,7 +19,7 @@ import (
 // zygoteRun creates a sandbox through via with a pre-started interpreter,
 // runs src as /code/main.py in it with argv, destroys it, and returns what
 // it printed.
-func zygoteRun(t *testing.T, b *Backend, via *spawner.Spawner, img sandbox.Image, prestart *sandbox.Prestart, argv []string, src string) (sandbox.Outcome, string, string) {
+func zygoteRun(t *testing.T, b *Backend, via *zygoteProcess, img sandbox.Image, prestart *sandbox.Prestart, argv []string, src string) (sandbox.Outcome, string, string) {
 	t.Helper()
 	cfg := testenv.SandboxConfig(img)
 	cfg.Prestart = prestart
@@ -67,7 +67,7 @@ func TestZygoteServeReturnsInThePrestartedProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	pre := &sandbox.Prestart{Argv: []string{"/usr/bin/python3.13", "-c", "never run"}, Dir: "/"}
-	o, stdout, stderr := zygoteRun(t, b, z, img, pre, []string{"/usr/bin/python3.13", "/code/main.py"}, "print(1)")
+	o, stdout, stderr := zygoteRun(t, b, &zygoteProcess{Spawner: z}, img, pre, []string{"/usr/bin/python3.13", "/code/main.py"}, "print(1)")
 	if o.ExitCode != 0 || !strings.HasPrefix(stdout, "dir=/tmp path=/code/main.py\n") {
 		t.Fatalf("exit %d, stdout %q, stderr %q", o.ExitCode, stdout, stderr)
 	}

@@ -25,6 +25,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -154,6 +156,8 @@ type Spawner struct {
 	dead error // wraps ErrDead once the helper is gone
 	// exited is closed once the helper has exited and been reaped.
 	exited chan struct{}
+	// stderr holds a zygote's first words on stderr (nil for the helper).
+	stderr *tailBuffer
 }
 
 // Wait blocks until the helper has exited (after Close, or its death).
@@ -380,7 +384,32 @@ func (s *Spawner) Spawn(ctx context.Context, r Request) (*Process, error) {
 		step := string(bytes.TrimRight(rep.Step[:], "\x00"))
 		return nil, fmt.Errorf("spawn init: %s: %w", step, syscall.Errno(rep.Err))
 	}
-	return &Process{Pid: int(rep.Pid), pidfd: pidfd}, nil
+	// The reply's pid is of the spawner's pid namespace (a zygote has one
+	// of its own); the pidfd names the process, and its fdinfo gives the
+	// pid in ours.
+	pid, err := pidfdPid(pidfd)
+	if err != nil {
+		unix.Close(pidfd)
+		return nil, fmt.Errorf("spawn init: %w", err)
+	}
+	return &Process{Pid: pid, pidfd: pidfd}, nil
+}
+
+// pidfdPid is the pid (in the engine's pid namespace) of the process
+// pidfd refers to, from the "Pid:" line of its fdinfo.
+func pidfdPid(pidfd int) (int, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/self/fdinfo/%d", pidfd))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "Pid:"); ok {
+			if pid, err := strconv.Atoi(strings.TrimSpace(rest)); err == nil && pid > 0 {
+				return pid, nil
+			}
+		}
+	}
+	return 0, errors.New("the pidfd's process has no pid here (gone already, or outside our pid namespace)")
 }
 
 // retryEINTR repeats a socket call the Go runtime's own signals interrupted:

@@ -389,7 +389,7 @@ int main(void) {
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	bin := buildC(t, "layout", layout, "init.c", "wire.c", "rootfs.c", "home.c", "confine.c", "job.c", "session.c", "kernel.c", "util.c", "zygote.c", "zygote_launch.c")
+	bin := buildC(t, "layout", layout, "init.c", "wire.c", "rootfs.c", "home.c", "confine.c", "job.c", "session.c", "kernel.c", "util.c", "zygote.c", "zygote_launch.c", "zygote_seccomp.c")
 	out, err := exec.Command(bin).Output()
 	if err != nil {
 		t.Fatal(err)

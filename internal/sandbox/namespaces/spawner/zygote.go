@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"testing"
 
 	"golang.org/x/sys/unix"
 )
@@ -58,7 +59,17 @@ type Zygote struct {
 	// Argv is the interpreter's command line (an absolute path in the
 	// image, and the bootstrap: warm.Zygote), Env its environment.
 	Argv, Env []string
+	// OwnerBase and OwnerCount are the block of host uids the zygote's
+	// sandboxes' user namespaces are owned by: its seccomp filter lets it
+	// take no other uid (c/zygote_seccomp.c).
+	OwnerBase, OwnerCount uint32
 }
+
+// TestHookEnv names an environment variable whose value the zygote's
+// bootstrap runs as python in the zygote itself, before serving (its
+// output goes to the zygote's stderr: Spawner.Stderr). StartZygote
+// refuses it outside a test binary.
+const TestHookEnv = "SCRATCHRUN_ZYGOTE_TEST_HOOK"
 
 // StartZygote starts z; the Spawner it returns speaks the helper's
 // protocol, and its hello comes once the interpreter has loaded what it
@@ -67,12 +78,20 @@ func StartZygote(z Zygote) (*Spawner, error) {
 	if len(z.Argv) == 0 || !filepath.IsAbs(z.Argv[0]) {
 		return nil, errors.New("zygote: the interpreter must be an absolute path")
 	}
+	for _, kv := range z.Env {
+		if strings.HasPrefix(kv, TestHookEnv+"=") && !testing.Testing() {
+			return nil, errors.New("zygote: " + TestHookEnv + " is for tests only")
+		}
+	}
 	object, err := sealedCopy(z.Object)
 	if err != nil {
 		return nil, err
 	}
 	defer object.Close()
 	args := []string{BinaryName, "--zygote", "--stage", z.Stage, "--image", z.Image}
+	if z.OwnerCount > 0 {
+		args = append(args, "--owners", fmt.Sprintf("%d:%d", z.OwnerBase, z.OwnerCount))
+	}
 	for _, l := range []struct {
 		flag  string
 		paths []string
@@ -98,6 +117,7 @@ func StartZygote(z Zygote) (*Spawner, error) {
 		}
 		return nil, fmt.Errorf("zygote: %w", err)
 	}
+	s.stderr = stderr
 	return s, nil
 }
 
@@ -148,3 +168,12 @@ func (b *tailBuffer) String() string {
 
 // ExitCode is the helper's exit status once Wait returned (-1 if killed).
 func (s *Spawner) ExitCode() int { return s.cmd.ProcessState.ExitCode() }
+
+// Stderr is what a zygote wrote to its stderr so far (its first 4 KiB;
+// empty for the helper).
+func (s *Spawner) Stderr() string {
+	if s.stderr == nil {
+		return ""
+	}
+	return s.stderr.String()
+}

@@ -28,7 +28,7 @@ case $out in
   [ $# -eq 0 ] && set -- spawn.c zygote_serve.c $init
   link="-fPIC -shared -fvisibility=hidden -Wl,-Bsymbolic -DSCRATCHRUN_SHARED" ;;
 *)
-  [ $# -eq 0 ] && set -- spawn.c zygote_launch.c $init
+  [ $# -eq 0 ] && set -- spawn.c zygote_launch.c zygote_seccomp.c $init
   link="-fPIE -pie" ;;
 esac
 cc=${CC:-}

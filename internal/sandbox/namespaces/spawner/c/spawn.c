@@ -190,7 +190,10 @@ static void child(int sync_r, int err_w, int fds[CHILD_FDS], const struct reques
 		step = "setsid";
 		goto fail;
 	}
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) {
+	// A zygote's sandboxes outlive it (a retired zygote's running ones):
+	// they die with the engine through the pid 1 of the zygote's pid
+	// namespace (zygote_launch.c), whose end kills the namespace.
+	if (!zygote_mode && prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) {
 		step = "pdeathsig";
 		goto fail;
 	}

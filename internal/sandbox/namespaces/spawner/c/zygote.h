@@ -5,6 +5,7 @@
 #define SCRATCHRUN_ZYGOTE_H
 
 #include <setjmp.h>
+#include <stdint.h>
 
 // zygote_mode is set in a zygote (scratchrun_zygote_serve); zygote_entering
 // only while init pre-starts the interpreter, so that start_process hands
@@ -44,5 +45,10 @@ int spawner_serve(void);
 
 // zygote_launch is `scratchrun-spawn --zygote ...` (zygote_launch.c).
 int zygote_launch(int argc, char **argv);
+
+// zygote_seccomp installs the zygote's filter (zygote_seccomp.c), which
+// lets it take no uid but 0, a sandbox namespace's own ids and the
+// owner_count owner uids from owner_lo. no_new_privs must be set.
+int zygote_seccomp(uint32_t owner_lo, uint32_t owner_count);
 
 #endif

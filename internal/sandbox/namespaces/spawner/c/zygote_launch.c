@@ -6,29 +6,32 @@
 //   scratchrun-spawn --zygote --stage DIR --image ROOTFS
 //       [--ro PATH]... [--rw PATH]... [--dir PATH]... -- PROGRAM [ARG]...
 //
-// The world is a private mount namespace whose root is a read-only tmpfs
+// The world: the launcher (the engine's child) unshares a pid, a network
+// and an IPC namespace and forks their pid 1 (reap, below), which forks
+// the zygote: it sees no host process (a /proc of its own pid namespace),
+// no host network (only a loopback of its own) and no host IPC object. The
+// zygote makes a private mount namespace whose root is a read-only tmpfs
 // (built on DIR, a directory of the engine's, in this namespace only)
 // holding the image's /usr and /etc (read-only) and its top-level links
-// into them, the device nodes a sandbox's /dev binds (rootfs.c), a /proc
-// of the host's pid namespace with nothing but its processes
-// (subset=pid: no /proc/sys, no kernel files), and at their host paths
-// exactly the paths named: --ro ones read-only (the image's view a
-// sandbox's overlay is built on), --rw ones writable (the cgroup
-// directories sandboxes are written into), --dir ones as empty
-// directories (the mount point sandboxes build on, which each covers in
-// its own namespace). It pivot_roots there (a user namespace cannot be
-// made from a chroot).
+// into them, the device nodes a sandbox's /dev binds (rootfs.c), that
+// /proc with nothing but its processes (subset=pid: no /proc/sys, no
+// kernel files), and at their host paths exactly the paths named: --ro
+// ones read-only (the image's view a sandbox's overlay is built on), --rw
+// ones writable (the cgroup directories sandboxes are written into), --dir
+// ones as empty directories (the mount point sandboxes build on, which
+// each covers in its own namespace). It pivot_roots there (a user
+// namespace cannot be made from a chroot).
 //
 // It keeps uid 0 and drops every capability but CAP_SETUID and CAP_SETGID
 // from the bounding set, so that the exec gives the interpreter those two
-// only, and sets no_new_privs. Not another uid with ambient capabilities:
-// CAP_SETUID can always take uid 0 back, so it would protect nothing,
-// and the spawner needs the effective uid 0 anyway, to write the
-// root-owned uid_map, gid_map and cgroup.procs files of its children
-// without CAP_DAC_OVERRIDE. What uid 0 can reach without capabilities is
-// what this root holds: no host file but those named, no sysctl, and no
-// process with capabilities it lacks (ptrace and /proc/PID/mem want the
-// tracer's capabilities to cover the target's).
+// only, sets no_new_privs and installs its seccomp filter
+// (zygote_seccomp.c: no uid but 0, a namespace's own ids and the --owners
+// block). Not another uid with ambient capabilities: CAP_SETUID can always
+// take uid 0 back, so it would protect nothing, and the spawner needs the
+// effective uid 0 anyway, to write the root-owned uid_map, gid_map and
+// cgroup.procs files of its children without CAP_DAC_OVERRIDE. What uid 0
+// can reach without capabilities is what this root holds: no host file
+// but those named, no sysctl, and no process but its own namespace's.
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -41,7 +44,9 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <poll.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -128,12 +133,56 @@ static int keep_only(void) {
 	return (int)syscall(SYS_capset, &hdr, data);
 }
 
+// wait_exit waits for pid and returns its exit status (128+signal if a
+// signal ended it).
+static int wait_exit(pid_t pid) {
+	int st;
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return 1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+// reap is pid 1 of the zygote's pid namespace: it holds nothing (no
+// capability, no descriptor), reaps every process reparented to it (a
+// retired zygote's sandboxes' inits), and ends once the zygote and all of
+// them are gone, with the zygote's status. Its end kills whatever is left
+// in the namespace, sandboxes included: the launcher's death signal
+// reaches it when the engine dies.
+static int reap(pid_t zygote) {
+	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct none[2];
+	memset(none, 0, sizeof none);
+	if (syscall(SYS_capset, &hdr, none) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		_exit(1);
+	int status = 1, st;
+	for (;;) {
+		pid_t pid = wait(&st);
+		if (pid == zygote)
+			status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		else if (pid < 0 && errno == ECHILD)
+			return status;
+	}
+}
+
 int zygote_launch(int argc, char **argv) {
 	const char *stage = NULL, *image = NULL;
 	const char *ro[MAX_PATHS], *rw[MAX_PATHS], *dirs[MAX_PATHS];
 	int nro = 0, nrw = 0, ndirs = 0, i;
+	unsigned long owner_lo = 0, owner_count = 0;
 	for (i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
 		const char *flag = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
+		if (value && strcmp(flag, "--owners") == 0) {
+			char *end;
+			owner_lo = strtoul(value, &end, 10);
+			owner_count = *end == ':' ? strtoul(end + 1, &end, 10) : 0;
+			if (*end || owner_lo == 0 || owner_count == 0 || owner_lo + owner_count > 0xffffffffUL) {
+				errno = EINVAL;
+				return die("--owners wants FIRST:COUNT, got", value);
+			}
+			i++;
+			continue;
+		}
 		if (!value || !clean(value)) {
 			errno = EINVAL;
 			return die("not an absolute clean path after", flag);
@@ -156,7 +205,7 @@ int zygote_launch(int argc, char **argv) {
 	}
 	if (!stage || !image || i + 1 >= argc || argv[i + 1][0] != '/') {
 		errno = EINVAL;
-		return die("usage: --zygote --stage DIR --image ROOTFS [--ro|--rw|--dir PATH]... -- PROGRAM [ARG]...", NULL);
+		return die("usage: --zygote --stage DIR --image ROOTFS [--owners FIRST:COUNT] [--ro|--rw|--dir PATH]... -- PROGRAM [ARG]...", NULL);
 	}
 	char **program = argv + i + 1;
 	if (geteuid() != 0) {
@@ -168,6 +217,41 @@ int zygote_launch(int argc, char **argv) {
 	// Only the socket (3) and the shared object (4) come along.
 	if (syscall(SYS_close_range, 5, ~0U, 0) < 0)
 		return die("close descriptors", NULL);
+	// alive's write end is held by this process only: pid 1 sees its EOF
+	// if we died before its parent-death signal was armed.
+	int alive[2];
+	if (pipe2(alive, O_CLOEXEC) < 0)
+		return die("pipe", NULL);
+	if (unshare(CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC) < 0)
+		return die("unshare pid, network and IPC namespaces", NULL);
+	pid_t reaper = fork();
+	if (reaper < 0)
+		return die("fork pid 1", NULL);
+	if (reaper > 0) {
+		// The engine's child: it waits for pid 1, which outlives the
+		// zygote while any of its sandboxes lives. Only the zygote holds
+		// the socket, so the engine sees its end as soon as it ends.
+		close(alive[0]);
+		close(3);
+		close(4);
+		return wait_exit(reaper);
+	}
+	close(alive[1]);
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+		_exit(1);
+	struct pollfd parent = {.fd = alive[0], .events = POLLIN};
+	if (poll(&parent, 1, 0) != 0)
+		_exit(1);
+	pid_t zygote = fork();
+	if (zygote < 0)
+		_exit(1);
+	if (zygote > 0) {
+		close(alive[0]);
+		close(3);
+		close(4);
+		return reap(zygote);
+	}
+	close(alive[0]);
 	if (unshare(CLONE_NEWNS) < 0)
 		return die("unshare mount namespace", NULL);
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
@@ -224,6 +308,8 @@ int zygote_launch(int argc, char **argv) {
 		return die("drop capabilities", NULL);
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		return die("no_new_privs", NULL);
+	if (zygote_seccomp((uint32_t)owner_lo, (uint32_t)owner_count) < 0)
+		return die("install the seccomp filter", NULL);
 	extern char **environ;
 	execve(program[0], program, environ);
 	return die("exec", program[0]);
