@@ -55,7 +55,15 @@ def _zygote():
     np_random = sys.modules.get("numpy.random")
     if np_random is not None:
         np_random.seed()
+    # The job gets no handle on the zygote's machinery by name: ctypes (and
+    # with it the spawner's object and the fork hooks bound above, which die
+    # with this frame) leaves sys.modules, so a job that imports it loads it
+    # afresh, and the bootstrap's entry is deleted below.
+    for name in [n for n in sys.modules if n in ("ctypes", "_ctypes") or n.startswith("ctypes.")]:
+        del sys.modules[name]
     return heavy
 
 
-_main(_zygote())
+_heavy = _zygote()
+del _zygote
+_main(_heavy)

@@ -65,7 +65,8 @@ func startPythonZygoteEnv(t testing.TB, b *Backend, img sandbox.Image, rt images
 // does (output, exit status, traceback); two of them draw different
 // random.random(), uuid4() and numpy.random.random() (the modules were
 // loaded in the zygote, so only the fork hooks and the reseed make them
-// differ); a module one job changed (os, loaded in the zygote) is pristine
+// differ); neither ctypes nor the bootstrap's entry is there for a job
+// before it imports them; a module one job changed (os, loaded in the zygote) is pristine
 // in the next; each job is pid 2 of its own sandbox with no capability
 // beyond the sandbox's; and nothing is left once the zygote is closed.
 func TestZygotePythonSandboxes(t *testing.T) {
@@ -74,12 +75,17 @@ func TestZygotePythonSandboxes(t *testing.T) {
 	before := level.Snapshot()
 	t.Cleanup(func() { level.CheckClean(t, before) }) // after the zygote's Close (cleanups run last first)
 	z, pre := startPythonZygote(t, b, img, rt, "random,uuid,numpy")
-	src := `import os, random, uuid, numpy, sys
+	src := `import sys
+boot = sys._getframe(1).f_globals  # the bootstrap's, whose _main runs this
+machinery = [n for n in ("ctypes", "_ctypes") if n in sys.modules] + [n for n in ("_zygote",) if n in boot]
+if "_main" not in boot:
+    machinery.append("(not the bootstrap's frame)")
+import os, random, uuid, numpy
 pristine = not hasattr(os, "planted")
 os.planted = True
 import json
 print(json.dumps({"r": random.random(), "u": str(uuid.uuid4()), "n": float(numpy.random.random()),
-    "pristine": pristine, "pid": os.getpid(), "argv": sys.argv, "main": __name__, "file": __file__,
+    "pristine": pristine, "machinery": machinery, "pid": os.getpid(), "argv": sys.argv, "main": __name__, "file": __file__,
     "cap": [l.split()[1] for l in open("/proc/self/status") if l.startswith(("CapEff", "CapBnd"))]}))
 `
 	argv := []string{"/usr/bin/python3.13", "/code/main.py"}
@@ -89,6 +95,9 @@ print(json.dumps({"r": random.random(), "u": str(uuid.uuid4()), "n": float(numpy
 		var got map[string]any
 		if o.ExitCode != 0 || json.Unmarshal([]byte(stdout), &got) != nil {
 			t.Fatalf("job %d: exit %d, stdout %q, stderr %q", i, o.ExitCode, stdout, stderr)
+		}
+		if m := got["machinery"].([]any); len(m) != 0 {
+			t.Errorf("job %d sees the zygote's machinery: %v", i, m)
 		}
 		if got["pristine"] != true || got["pid"] != 2.0 || got["main"] != "__main__" || got["file"] != "/code/main.py" {
 			t.Errorf("job %d: %v", i, got)

@@ -253,14 +253,19 @@ fail:
 	_exit(127);
 }
 
+// request_buf holds the request being served (zeroed after each).
+static char request_buf[MAX_REQUEST];
+
+void spawner_forget(void) { explicit_bzero(request_buf, sizeof request_buf); }
+
 // spawn serves one request; it returns -1 only when the socket is gone.
 static int spawn(void) {
-	static char buf[MAX_REQUEST];
+	char *buf = request_buf;
 	union {
 		char buf[CMSG_SPACE((CHILD_FDS + 1) * sizeof(int))];
 		struct cmsghdr align;
 	} control;
-	struct iovec iov = {.iov_base = buf, .iov_len = sizeof buf};
+	struct iovec iov = {.iov_base = buf, .iov_len = sizeof request_buf};
 	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf, .msg_controllen = sizeof control.buf};
 	ssize_t n = recvmsg(SOCKET_FD, &msg, MSG_CMSG_CLOEXEC);
 	if (n <= 0)

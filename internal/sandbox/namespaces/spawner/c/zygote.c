@@ -57,6 +57,7 @@ void zygote_enter(const char *argv0) {
 		return;
 	const char *name = strrchr(argv0, '/');
 	prctl(PR_SET_NAME, name ? name + 1 : argv0);
+	spawner_forget();
 	siglongjmp(zygote_entry, 1);
 }
 

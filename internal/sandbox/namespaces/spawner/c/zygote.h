@@ -39,6 +39,11 @@ void zygote_enter(const char *argv0);
 int zygote_as_owner(unsigned owner);
 void zygote_as_root(int engine_pid);
 
+// spawner_forget zeroes spawn.c's copy of the request being served (the
+// sandbox's maps and cgroup paths), which a forked job would otherwise
+// find in its memory.
+void spawner_forget(void);
+
 // spawner_serve is spawn.c's loop (hello, then requests until the engine
 // closes fd 3).
 int spawner_serve(void);
