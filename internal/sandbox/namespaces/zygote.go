@@ -115,3 +115,22 @@ func (b *Backend) startZygote(img sandbox.Image, argv, env []string) (*zygotePro
 	}()
 	return zp, nil
 }
+
+// startZygoteFor starts the zygote zc names, for the backend's pool.
+func (b *Backend) startZygoteFor(zc sandbox.Zygote, img sandbox.Image) (*zygoteProcess, error) {
+	return b.startZygote(img, zc.Argv, zc.Env)
+}
+
+// retireZygote retires z and counts it until it and its sandboxes are
+// gone (Close waits for that).
+func (b *Backend) retireZygote(z *zygoteProcess) {
+	z.Retire()
+	b.zygotesGone.Add(1)
+	go func() {
+		defer b.zygotesGone.Done()
+		<-z.gone
+		if z.goneErr != nil {
+			b.opts.Logger.Warn("removing a retired zygote's stage", "err", z.goneErr)
+		}
+	}()
+}
