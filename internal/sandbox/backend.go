@@ -164,6 +164,18 @@ type Config struct {
 	Zygote *Zygote
 }
 
+// ZygoteMaker is a Backend that honours Config.Zygote (the namespaces
+// level as root).
+type ZygoteMaker interface {
+	// MakesZygotes reports whether it makes sandboxes from zygotes.
+	MakesZygotes() bool
+	// RetireZygotes retires every zygote now (later sandboxes start new
+	// ones) and returns once they and their sandboxes are gone: an engine
+	// that closes leaves none of its callers' behind, on a backend it
+	// shares too.
+	RetireZygotes()
+}
+
 // Zygote names the zygote a sandbox's interpreter is forked from (one per
 // caller, runtime and variant: a zygote never serves two callers, whose
 // calls would share its hash seed and address layout) and how to start it.

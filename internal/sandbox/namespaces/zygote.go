@@ -134,3 +134,16 @@ func (b *Backend) retireZygote(z *zygoteProcess) {
 		}
 	}()
 }
+
+// MakesZygotes implements sandbox.ZygoteMaker: as root only.
+func (b *Backend) MakesZygotes() bool { return b.zygotes != nil }
+
+// RetireZygotes implements sandbox.ZygoteMaker.
+func (b *Backend) RetireZygotes() {
+	if b.zygotes == nil {
+		return
+	}
+	b.zygotes.retireAll()
+	b.zygotes.wait()
+	b.zygotesGone.Wait()
+}

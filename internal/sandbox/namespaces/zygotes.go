@@ -138,7 +138,8 @@ func (p *zygotePool[Z]) get(ctx context.Context, zc sandbox.Zygote, img sandbox.
 	}
 	e.timer = time.AfterFunc(p.idle, func() { p.expire(k, e) })
 	if p.closed || p.live[k] != e {
-		// Closed while it started: it serves nothing.
+		// Closed (or every zygote retired) while it started: it serves
+		// nothing.
 		e.timer.Stop()
 		e.inUse = 0
 		p.retired(e.z)
@@ -212,12 +213,19 @@ func (p *zygotePool[Z]) retireLocked(k zygoteKey, e *zygoteEntry[Z]) {
 	p.retired(e.z)
 }
 
-// close retires every zygote; one still starting is retired as it
-// finishes.
+// close retires every zygote and serves no more; one still starting is
+// retired as it finishes.
 func (p *zygotePool[Z]) close() {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.closed = true
+	p.mu.Unlock()
+	p.retireAll()
+}
+
+// retireAll retires every zygote; later gets start new ones.
+func (p *zygotePool[Z]) retireAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	for k, e := range p.live {
 		select {
 		case <-e.ready:
