@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"syscall"
 
@@ -99,6 +100,17 @@ func (b *Backend) startInit(ctx context.Context, via *zygoteProcess, pipes *host
 		req.CgroupProcs = group.ProcsFiles()
 	}
 	if via != nil {
+		// A zygote sees no cgroup file system: it writes the child into
+		// files the engine opened.
+		for _, path := range req.CgroupProcs {
+			f, err := os.OpenFile(path, os.O_WRONLY, 0)
+			if err != nil {
+				return nil, err
+			}
+			defer f.Close()
+			req.CgroupProcsFiles = append(req.CgroupProcsFiles, f)
+		}
+		req.CgroupProcs = nil
 		return via.Spawn(ctx, req)
 	}
 	for attempt := 0; ; attempt++ {

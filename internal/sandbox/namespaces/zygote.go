@@ -96,9 +96,6 @@ func (b *Backend) startZygote(img sandbox.Image, argv, env []string) (*zygotePro
 	z := spawner.Zygote{Launcher: b.spawnerPath, Object: object, Stage: stage, Image: img.RootFS,
 		ReadOnly: []string{view}, Dirs: []string{b.mountDir}, Argv: argv, Env: env,
 		OwnerBase: base, OwnerCount: zygoteOwners}
-	if b.cgroups != nil {
-		z.Writable = b.cgroups.Parents()
-	}
 	sp, err := spawner.StartZygote(z)
 	if err != nil {
 		os.Remove(stage)

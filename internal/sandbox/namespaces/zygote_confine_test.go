@@ -45,6 +45,7 @@ r["ptrace"] = ctypes.get_errno() if libc.ptrace(16, 1, 0, 0) < 0 else 0
 r["pid"] = os.getpid()
 r["proc"] = sorted(int(d) for d in os.listdir("/proc") if d.isdigit())
 r["net"] = sorted(l.split(":")[0].strip() for l in open("/proc/self/net/dev").readlines()[2:])
+r["writable"] = sorted(f[4] for f in (l.split() for l in open("/proc/self/mountinfo")) if f[5].split(",")[0] == "rw")
 sys.stderr.write("HOOK " + json.dumps(r) + "\n")
 sys.stderr.flush()
 `
@@ -54,7 +55,8 @@ sys.stderr.flush()
 // another owner's), nor a sandbox's gid or groups, nor ptrace; it cannot
 // name a host process (the test's own pid) and its /proc shows only its
 // own pid namespace (its pid 1 and itself), its network only a loopback
-// of its own. Its sandboxes still work, and a retired zygote's running
+// of its own, and it can write no file system but /proc and its device
+// nodes (no cgroup's: another caller's limits are out of its reach). Its sandboxes still work, and a retired zygote's running
 // sandbox runs on until destroyed; nothing is left afterwards.
 func TestZygoteIsConfined(t *testing.T) {
 	b := testenv.RealBackend[*Backend](t, level)
@@ -105,6 +107,13 @@ func TestZygoteIsConfined(t *testing.T) {
 	}
 	if fmt.Sprint(report["proc"]) != "[1 2]" || report["pid"] != 2.0 {
 		t.Errorf("the zygote is pid %v and sees pids %v, want 2 and [1 2]", report["pid"], report["proc"])
+	}
+	// No cgroup file system (the engine opens a sandbox's cgroup.procs
+	// files for it), nothing writable but /proc and the device nodes.
+	for _, m := range report["writable"].([]any) {
+		if p := m.(string); p != "/proc" && !strings.HasPrefix(p, "/dev/") {
+			t.Errorf("the zygote can write under %s", p)
+		}
 	}
 	if fmt.Sprint(report["net"]) != "[lo]" {
 		t.Errorf("the zygote's network devices: %v, want [lo]", report["net"])

@@ -56,7 +56,7 @@ func sourceFiles() []string {
 const BinaryName = "scratchrun-spawn"
 
 // protocolVersion must match PROTOCOL_VERSION in c/spawn.c.
-const protocolVersion = 5
+const protocolVersion = 6
 
 // replyTimeout bounds a spawn: the helper answers once the child runs init,
 // a few milliseconds normally.
@@ -245,6 +245,10 @@ type Request struct {
 	// CgroupProcs are cgroup.procs files the child is written into before
 	// it runs init (so nothing it does escapes its limits or accounting).
 	CgroupProcs []string
+	// CgroupProcsFiles, instead of CgroupProcs, are those files opened for
+	// writing by the engine (a zygote has no cgroup file system of its
+	// own, and the kernel checks a write against the opener).
+	CgroupProcsFiles []*os.File
 	// The child's fds 1 and 2 (the sandbox's output) and its control and
 	// status pipes (fds 3 and 4, initproto.ControlFD and StatusFD); fd 0
 	// is /dev/null.
@@ -279,10 +283,12 @@ type request struct {
 	StringsLen    uint32
 	Cgroupc       uint32
 	OwnerUID      uint32
+	CgroupFDs     uint32
+	Reserved      uint32
 }
 
 // requestSize is sizeof(struct request) in c/spawn.c.
-const requestSize = 32
+const requestSize = 40
 
 // reply mirrors struct reply in c/spawn.c.
 type reply struct {
@@ -294,8 +300,8 @@ type reply struct {
 // Spawn starts one init and returns once it runs (or failed to start).
 func (s *Spawner) Spawn(ctx context.Context, r Request) (*Process, error) {
 	var strs bytes.Buffer
-	if len(r.CgroupProcs) > 8 {
-		return nil, errors.New("spawner: more than 8 cgroup.procs files")
+	if len(r.CgroupProcs) > 8 || len(r.CgroupProcsFiles) > 8 || len(r.CgroupProcs) > 0 && len(r.CgroupProcsFiles) > 0 {
+		return nil, errors.New("spawner: more than 8 cgroup.procs files, or both paths and files")
 	}
 	for _, v := range append([]string{r.UIDMap, r.GIDMap}, r.CgroupProcs...) {
 		if bytes.IndexByte([]byte(v), 0) >= 0 {
@@ -313,6 +319,12 @@ func (s *Spawner) Spawn(ctx context.Context, r Request) (*Process, error) {
 	if r.JoinNetNS {
 		req.WantNetNS = 1
 		fds = append(fds, r.NetNSFD)
+	}
+	if len(r.CgroupProcsFiles) > 0 {
+		req.CgroupFDs, req.Cgroupc = 1, uint32(len(r.CgroupProcsFiles))
+		for _, f := range r.CgroupProcsFiles {
+			fds = append(fds, int(f.Fd()))
+		}
 	}
 	var msg bytes.Buffer
 	_ = binary.Write(&msg, binary.NativeEndian, req)

@@ -10,8 +10,9 @@
 // Protocol, on the SOCK_SEQPACKET socket at fd 3:
 //   hello:    at start, PROTOCOL_VERSION as a uint32 (the engine checks it).
 //   request:  struct request, then its strings (see below), with SCM_RIGHTS
-//             descriptors: the child's stdout, stderr, fd 3 and fd 4, and the
-//             network namespace to join when want_netns is set.
+//             descriptors: the child's stdout, stderr, fd 3 and fd 4, the
+//             network namespace to join when want_netns is set, then with
+//             cgroup_fds the cgroup.procs files to write the child into.
 //   reply:    struct reply, with the child's pidfd (SCM_RIGHTS) on success.
 // One request at a time. The child joins its cgroups (written here while it
 // waits, so no pid can have been recycled and everything init does is
@@ -40,7 +41,7 @@
 #include "zygote.h"
 
 #define SOCKET_FD 3
-#define PROTOCOL_VERSION 5
+#define PROTOCOL_VERSION 6
 #define MAX_REQUEST (256 * 1024)
 #define CHILD_FDS 4 // stdout, stderr, fd 3, fd 4
 
@@ -55,7 +56,7 @@
 #define MAX_CGROUPS 8
 
 // request is followed by NUL-terminated strings: the uid_map text, the
-// gid_map text, then cgroupc cgroup.procs paths. The Go side mirrors it
+// gid_map text, then cgroupc cgroup.procs paths (none with cgroup_fds). The Go side mirrors it
 // (spawner.go's request), and TestRequestLayoutMatchesC checks the two.
 struct request {
 	uint32_t version;
@@ -65,6 +66,11 @@ struct request {
 	uint32_t strings_len;
 	uint32_t cgroupc;
 	uint32_t owner_uid; // not 0: the user namespace's owner (see clone_as)
+	// cgroup_fds: 1 when the cgroupc cgroup.procs files come as descriptors
+	// (opened by the engine, which the kernel checks the write against)
+	// rather than paths: a zygote has no cgroup file system to open them in.
+	uint32_t cgroup_fds;
+	uint32_t reserved; // 0
 };
 
 struct reply {
@@ -262,7 +268,7 @@ void spawner_forget(void) { explicit_bzero(request_buf, sizeof request_buf); }
 static int spawn(void) {
 	char *buf = request_buf;
 	union {
-		char buf[CMSG_SPACE((CHILD_FDS + 1) * sizeof(int))];
+		char buf[CMSG_SPACE((CHILD_FDS + 1 + MAX_CGROUPS) * sizeof(int))];
 		struct cmsghdr align;
 	} control;
 	struct iovec iov = {.iov_base = buf, .iov_len = sizeof request_buf};
@@ -270,7 +276,7 @@ static int spawn(void) {
 	ssize_t n = recvmsg(SOCKET_FD, &msg, MSG_CMSG_CLOEXEC);
 	if (n <= 0)
 		return -1;
-	int fds[CHILD_FDS + 1];
+	int fds[CHILD_FDS + 1 + MAX_CGROUPS];
 	int nfds = 0;
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
 		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
@@ -279,7 +285,7 @@ static int spawn(void) {
 		for (int i = 0; i < count; i++) {
 			int fd;
 			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-			if (nfds < CHILD_FDS + 1)
+			if (nfds < CHILD_FDS + 1 + MAX_CGROUPS)
 				fds[nfds++] = fd;
 			else
 				close(fd);
@@ -296,7 +302,8 @@ static int spawn(void) {
 	memcpy(&req, buf, sizeof req);
 	if (req.version != PROTOCOL_VERSION || req.strings_len != n - sizeof req ||
 	    (req.owner_uid && !(req.clone_flags & CLONE_NEWUSER)) || req.cgroupc > MAX_CGROUPS ||
-	    nfds != CHILD_FDS + (req.want_netns ? 1 : 0) || buf[n - 1] != 0 ||
+	    req.cgroup_fds > 1 || req.reserved != 0 ||
+	    nfds != CHILD_FDS + (req.want_netns ? 1 : 0) + (req.cgroup_fds ? (int)req.cgroupc : 0) || buf[n - 1] != 0 ||
 	    (req.clone_flags & ~(uint64_t)ALLOWED_FLAGS) || (req.clone_flags & REQUIRED_FLAGS) != REQUIRED_FLAGS ||
 	    (req.want_netns && (req.clone_flags & CLONE_NEWNET)) || !(req.want_netns || (req.clone_flags & CLONE_NEWNET))) {
 		result = send_reply(0, EINVAL, "malformed request", -1);
@@ -304,7 +311,7 @@ static int spawn(void) {
 	}
 	{
 		char *p = buf + sizeof req, *end = buf + n;
-		for (uint32_t i = 0; i < 2 + req.cgroupc; i++) {
+		for (uint32_t i = 0; i < 2 + (req.cgroup_fds ? 0 : req.cgroupc); i++) {
 			if (p >= end) {
 				result = send_reply(0, EINVAL, "missing strings", -1);
 				goto done;
@@ -379,9 +386,16 @@ static int spawn(void) {
 		zygote_as_root(engine_pid);
 	char pidtext[16];
 	snprintf(pidtext, sizeof pidtext, "%d", pid);
-	for (uint32_t i = 0; !err && i < req.cgroupc; i++)
-		if (write_file(cgroups[i], pidtext) < 0)
+	int *cgroup_fds = fds + CHILD_FDS + (req.want_netns ? 1 : 0);
+	for (uint32_t i = 0; !err && i < req.cgroupc; i++) {
+		if (req.cgroup_fds) {
+			ssize_t w = write(cgroup_fds[i], pidtext, strlen(pidtext));
+			if (w != (ssize_t)strlen(pidtext))
+				err = w < 0 ? errno : EIO, step = "join cgroup";
+		} else if (write_file(cgroups[i], pidtext) < 0) {
 			err = errno, step = "join cgroup";
+		}
+	}
 	if (err) {
 		if (pidfd >= 0) {
 			syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
