@@ -126,8 +126,8 @@ func callsShareNothing(t *testing.T, zygotes bool) {
 // share their zygote's hash seed, and the two callers' seeds differ (a
 // zygote's is drawn when it starts).
 func TestZygotesServeOneCallerEach(t *testing.T) {
-	requireRuntime(t, "python3.13")
 	newTestEngine(t, nil)
+	requireRuntime(t, "python3.13")
 	before := leakcheck.Take(leakOpts)
 	e, _ := newPooledEngineWith(t, PoolConfig{}, func(c *Config) { c.Zygote = true })
 	seed := func(caller string) string {
