@@ -1,6 +1,8 @@
 package namespaces
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -137,4 +139,44 @@ print(json.dumps({"r": random.random(), "u": str(uuid.uuid4()), "n": float(numpy
 		t.Errorf("the zygote sees /var")
 	}
 	_ = time.Second
+}
+
+// A sandbox that asks for a zygote which cannot start is made by the
+// helper instead, and works the same; so is one that asks for a zygote
+// with egress (the helper joins network namespaces, a zygote cannot).
+func TestZygoteFailureFallsBackToTheHelper(t *testing.T) {
+	b := testenv.RealBackend[*Backend](t, level)
+	img, rt := env.Image(t, "python3.13")
+	before := level.Snapshot()
+	t.Cleanup(func() { level.CheckClean(t, before) })
+	warmArgv, err := warm.Command("python", rt.WarmCommand)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testenv.SandboxConfig(img)
+	cfg.Prestart = &sandbox.Prestart{Argv: warmArgv, Env: pythonEnv(rt), Dir: "/tmp"}
+	cfg.Zygote = &sandbox.Zygote{Caller: "t", Runtime: rt.Name, Variant: "light", Argv: []string{"/no/such/interpreter"}, Env: pythonEnv(rt)}
+	for i := 0; i < 2; i++ { // the second finds the failure remembered
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		sb, err := b.Create(ctx, cfg)
+		if err != nil {
+			cancel()
+			t.Fatalf("create %d: %v", i, err)
+		}
+		var stdout bytes.Buffer
+		o, err := sb.Run(ctx, sandbox.Job{Argv: []string{"/usr/bin/python3.13", "/code/main.py"}, Env: cfg.Prestart.Env, Dir: "/tmp",
+			Timeout: 30 * time.Second, MaxReturnBytes: 1 << 20, Stdout: &stdout,
+			Files: []sandbox.File{{Path: "/code/main.py", Data: []byte("import gc\nprint(gc.get_freeze_count())")}}})
+		if err != nil || o.ExitCode != 0 || stdout.String() != "0\n" {
+			t.Errorf("sandbox %d: %+v %v %q (a frozen heap is a zygote's fork)", i, o, err, stdout.String())
+		}
+		if td := sb.Destroy(); !td.Purged {
+			t.Errorf("teardown %d: %v", i, td.Err)
+		}
+		cancel()
+	}
+	if n := b.zygotes.liveCount(); n != 1 {
+		t.Errorf("%d zygote entries, want the one failed start remembered", n)
+	}
+	b.RetireZygotes()
 }

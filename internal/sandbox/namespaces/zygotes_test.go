@@ -140,7 +140,9 @@ func TestZygotePoolRetiresIdleAndDead(t *testing.T) {
 	if got := retiredWithin(t, f); got != z || p.liveCount() != 0 {
 		t.Errorf("idle: retired %v, %d live", got, p.liveCount())
 	}
+	p.mu.Lock() // expire reads it
 	p.idle = time.Hour
+	p.mu.Unlock()
 	z = getZygote(t, p, "a", "light")
 	z.mu.Lock()
 	z.dead = true

@@ -189,6 +189,10 @@ func start(cmd *exec.Cmd, theirs *os.File, ours int) (*Spawner, error) {
 		unix.Close(ours)
 		return nil, fmt.Errorf("start %s: %w", path, err)
 	}
+	// The child holds its end now: ours would keep the socket from ever
+	// reaching EOF, and a helper that dies before its hello would be
+	// waited for until replyTimeout.
+	theirs.Close()
 	s := &Spawner{sock: ours, cmd: cmd, exited: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(s.exited) }() // reaped whenever it ends
 	tv := unix.NsecToTimeval(replyTimeout.Nanoseconds())
