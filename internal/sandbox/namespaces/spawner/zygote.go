@@ -51,11 +51,12 @@ type Zygote struct {
 	// Image is the image's root file system: its /usr and /etc are the
 	// zygote's, read-only.
 	Image string
-	// ReadOnly, Writable and Dirs are the host paths the zygote sees, at
-	// the same paths: read-only (the image view sandboxes are built on),
-	// writable (the cgroup directories sandboxes are put in), and as empty
-	// directories (the mount point sandboxes build on).
-	ReadOnly, Writable, Dirs []string
+	// ReadOnly and Dirs are the host paths the zygote sees, at the same
+	// paths: read-only (the image view sandboxes are built on), and as
+	// empty directories (the mount point sandboxes build on). Nothing is
+	// writable: a sandbox's cgroup.procs files come with its request
+	// (Request.CgroupProcsFiles).
+	ReadOnly, Dirs []string
 	// Argv is the interpreter's command line (an absolute path in the
 	// image, and the bootstrap: warm.Zygote), Env its environment.
 	Argv, Env []string
@@ -95,7 +96,7 @@ func StartZygote(z Zygote) (*Spawner, error) {
 	for _, l := range []struct {
 		flag  string
 		paths []string
-	}{{"--ro", z.ReadOnly}, {"--rw", z.Writable}, {"--dir", z.Dirs}} {
+	}{{"--ro", z.ReadOnly}, {"--dir", z.Dirs}} {
 		for _, p := range l.paths {
 			args = append(args, l.flag, p)
 		}

@@ -3,8 +3,8 @@
 // zygote's shared object (a memfd) on fd 4, it builds the zygote's world
 // and then becomes the image's interpreter:
 //
-//   scratchrun-spawn --zygote --stage DIR --image ROOTFS
-//       [--ro PATH]... [--rw PATH]... [--dir PATH]... -- PROGRAM [ARG]...
+//   scratchrun-spawn --zygote --stage DIR --image ROOTFS [--owners FIRST:COUNT]
+//       [--ro PATH]... [--dir PATH]... -- PROGRAM [ARG]...
 //
 // The world: the launcher (the engine's child) unshares a pid, a network
 // and an IPC namespace and forks their pid 1 (reap, below), which forks
@@ -16,8 +16,7 @@
 // into them, the device nodes a sandbox's /dev binds (rootfs.c), that
 // /proc with nothing but its processes (subset=pid: no /proc/sys, no
 // kernel files), and at their host paths exactly the paths named: --ro
-// ones read-only (the image's view a sandbox's overlay is built on), --rw
-// ones writable (the cgroup directories sandboxes are written into), --dir
+// ones read-only (the image's view a sandbox's overlay is built on), --dir
 // ones as empty directories (the mount point sandboxes build on, which
 // each covers in its own namespace). It pivot_roots there (a user
 // namespace cannot be made from a chroot).
@@ -167,8 +166,8 @@ static int reap(pid_t zygote) {
 
 int zygote_launch(int argc, char **argv) {
 	const char *stage = NULL, *image = NULL;
-	const char *ro[MAX_PATHS], *rw[MAX_PATHS], *dirs[MAX_PATHS];
-	int nro = 0, nrw = 0, ndirs = 0, i;
+	const char *ro[MAX_PATHS], *dirs[MAX_PATHS];
+	int nro = 0, ndirs = 0, i;
 	unsigned long owner_lo = 0, owner_count = 0;
 	for (i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
 		const char *flag = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
@@ -194,8 +193,6 @@ int zygote_launch(int argc, char **argv) {
 			image = value;
 		else if (strcmp(flag, "--ro") == 0 && nro < MAX_PATHS)
 			ro[nro++] = value;
-		else if (strcmp(flag, "--rw") == 0 && nrw < MAX_PATHS)
-			rw[nrw++] = value;
 		else if (strcmp(flag, "--dir") == 0 && ndirs < MAX_PATHS)
 			dirs[ndirs++] = value;
 		else {
@@ -205,7 +202,7 @@ int zygote_launch(int argc, char **argv) {
 	}
 	if (!stage || !image || i + 1 >= argc || argv[i + 1][0] != '/') {
 		errno = EINVAL;
-		return die("usage: --zygote --stage DIR --image ROOTFS [--owners FIRST:COUNT] [--ro|--rw|--dir PATH]... -- PROGRAM [ARG]...", NULL);
+		return die("usage: --zygote --stage DIR --image ROOTFS [--owners FIRST:COUNT] [--ro|--dir PATH]... -- PROGRAM [ARG]...", NULL);
 	}
 	char **program = argv + i + 1;
 	if (geteuid() != 0) {
@@ -291,9 +288,6 @@ int zygote_launch(int argc, char **argv) {
 		return die("mount proc on", at);
 	for (int k = 0; k < nro; k++)
 		if (bind(stage, ro[k], NULL, MS_RDONLY | MS_NOSUID | MS_NODEV))
-			return 1;
-	for (int k = 0; k < nrw; k++)
-		if (bind(stage, rw[k], NULL, MS_NOSUID | MS_NODEV | MS_NOEXEC))
 			return 1;
 	for (int k = 0; k < ndirs; k++) {
 		snprintf(at, sizeof at, "%s%s", stage, dirs[k]);
