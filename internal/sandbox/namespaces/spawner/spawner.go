@@ -205,6 +205,10 @@ func start(cmd *exec.Cmd, theirs *os.File, ours int) (*Spawner, error) {
 	hello := make([]byte, 4)
 	if n, err := retryEINTR(func() (int, error) { return unix.Read(s.sock, hello) }); err != nil || n != 4 || binary.NativeEndian.Uint32(hello) != protocolVersion {
 		s.Close()
+		// Gone before a sandbox could exist: none is left to kill with it,
+		// and the caller finds nothing of it running.
+		_ = cmd.Process.Kill()
+		<-s.exited
 		return nil, fmt.Errorf("%s speaks another protocol than this engine (want version %d; rebuild it: scripts/install.sh)", path, protocolVersion)
 	}
 	return s, nil
