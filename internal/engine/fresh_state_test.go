@@ -57,10 +57,10 @@ func TestCallsShareNoRandomStateAndSeeNothingOfEachOther(t *testing.T) {
 	callsShareNothing(t, false)
 }
 
-// The same with zygotes on (Config.Zygote): the Python calls' sandboxes
-// are made from the caller's zygote (every call of one caller sees its
-// hash seed, so it is the zygote that made them), Node's come from the
-// pool as before; and nothing is left once the engine closed, its
+// The same with zygotes on (Config.Zygote): the light Python calls'
+// sandboxes are made from the caller's zygote (every call of one caller
+// sees its hash seed, so it is the zygote that made them), heavy Python's
+// and Node's come from the pool as before; and nothing is left once the engine closed, its
 // retired zygotes included.
 func TestCallsShareNoRandomStateAndSeeNothingOfEachOtherWithZygotes(t *testing.T) {
 	callsShareNothing(t, true)
@@ -75,7 +75,7 @@ func callsShareNothing(t *testing.T, zygotes bool) {
 		t.Run(c.name, func(t *testing.T) {
 			requireRuntime(t, c.runtime)
 			key := execapi.PoolKey{Runtime: c.runtime, Network: "none", Variant: c.variant}
-			fromZygote := zygotes && strings.HasPrefix(c.runtime, "python")
+			fromZygote := zygotes && strings.HasPrefix(c.runtime, "python") && c.variant == variantLight
 			call := func(i int, code string) execapi.Result {
 				if i%2 == 0 && !fromZygote {
 					waitReady(t, e, key, 1)

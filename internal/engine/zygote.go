@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"strings"
 
 	"github.com/scratchrun/scratchrun/internal/engine/warm"
 	"github.com/scratchrun/scratchrun/internal/execapi"
@@ -21,11 +20,13 @@ import (
 // zygoteServes reports whether calls of key on rt are made from zygotes:
 // Python's warm kind, an image built here from the catalog (a zygote runs
 // the image's interpreter outside any sandbox), network none, the light
-// or heavy variant (heavy with OpenBLAS held to one thread: the zygote
-// must stay single-threaded).
+// variant. Not the heavy one: numpy and pandas preload in a zygote (with
+// OpenBLAS held to one thread, as the zygote must stay single-threaded),
+// but matplotlib does not, for want of its baked caches in /root and of
+// anything writable, so heavy calls stay on the warm pool.
 func (e *Engine) zygoteServes(rt images.Resolved, key execapi.PoolKey) bool {
 	return e.zygotes && rt.Built && rt.Runtime.Warm == "python" && key.Network == execapi.NetworkNone &&
-		(key.Variant == variantLight || key.Variant == variantHeavy)
+		key.Variant == variantLight
 }
 
 // leaseZygote makes a sandbox for a call of caller from its zygote (the
@@ -39,10 +40,7 @@ func (e *Engine) leaseZygote(ctx context.Context, rt images.Resolved, key execap
 	if err != nil {
 		return nil, err
 	}
-	env := append(e.environment(nil, rt.Runtime), "OPENBLAS_NUM_THREADS=1")
-	if key.Variant == variantHeavy && len(rt.Runtime.Preload) > 0 {
-		env = append(env, "SCRATCHRUN_PRELOAD="+strings.Join(rt.Runtime.Preload, ","))
-	}
-	cfg.Zygote = &sandbox.Zygote{Caller: caller, Runtime: rt.Runtime.Name, Variant: key.Variant, Argv: argv, Env: env}
+	// The light variant preloads nothing (zygoteServes).
+	cfg.Zygote = &sandbox.Zygote{Caller: caller, Runtime: rt.Runtime.Name, Variant: key.Variant, Argv: argv, Env: e.environment(nil, rt.Runtime)}
 	return e.leaseWith(ctx, key, cfg, e.backend.Create)
 }
