@@ -72,6 +72,7 @@ func parseEngine(v *settings.Values, cmd settings.Command) (engineSetup, error) 
 		cfg.Admission = parseAdmission(v, cmd)
 		cfg.Pool = parsePool(v, policy.AllowEgress)
 		cfg.Sessions.Policy = parseSessionPolicy(v, cmd)
+		cfg.Zygote = v.Bool(settings.Zygote)
 	}
 	if policy.AllowEgress {
 		s.network = parseNetwork(v)

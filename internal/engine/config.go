@@ -45,6 +45,11 @@ type Config struct {
 	Network *netpolicy.Manager
 	// Logger receives operational logs; never request env values or code.
 	Logger *slog.Logger
+	// Zygote makes the warm Python sandboxes a call of catalog images
+	// with network none would take from the pool from a zygote of the
+	// caller's instead (sandbox.Config.Zygote; docs/zygotes.md), on the
+	// call's path: a level without zygotes makes an ordinary one.
+	Zygote bool
 	// Sessions configures the sessions the engine holds (SessionService);
 	// the zero value has them off, and the engine refuses every session
 	// call (SessionPolicy().Enabled false says so to front ends).

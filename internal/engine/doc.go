@@ -20,6 +20,11 @@
 // reservation: it is in the cgroup parent's usage, admission's gauge.
 // Off, every session call is refused and SessionPolicy().Enabled is false.
 //
+// With Config.Zygote on (zygote.go), a Python call of a catalog-built image
+// with network none gets its sandbox made on its path from its caller's
+// zygote (sandbox.Config.Zygote; docs/zygotes.md) rather than from the
+// warm pool, which keeps none for those keys.
+//
 // It knows nothing of HTTP or MCP. It must never start a sandbox for a request
 // that failed validation, and never report state_purged it did not verify.
 package engine

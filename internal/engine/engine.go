@@ -37,6 +37,8 @@ type Engine struct {
 	cfg     Config
 	store   Images
 	backend sandbox.Backend
+	// zygotes: Config.Zygote, and the backend makes them.
+	zygotes bool
 	adm     *admission.Controller
 	// cpu samples the CPUs for admission (nil without a CPU condition).
 	cpu  *admission.Sampler
@@ -80,6 +82,13 @@ func New(cfg Config, store Images, backend sandbox.Backend) (*Engine, error) {
 		}
 	}
 	e.adm = admission.New(cfg.Admission, e.gauges())
+	if cfg.Zygote {
+		if zm, ok := sandbox.BackendAs[sandbox.ZygoteMaker](backend); ok && zm.MakesZygotes() {
+			e.zygotes = true
+		} else {
+			e.log.Warn("zygotes are on, but this backend makes none: Python calls use the warm pool", "backend", backend.Name())
+		}
+	}
 	e.pool = newPool(e, cfg.Pool)
 	e.sessions = newSessions(e, cfg.Sessions)
 	return e, nil
@@ -130,6 +139,9 @@ func (e *Engine) Close() error {
 	e.EndAllSessions(execapi.EndServerShutdown)
 	e.pool.close()
 	e.background.Wait()
+	if zm, ok := sandbox.BackendAs[sandbox.ZygoteMaker](e.backend); ok && e.zygotes {
+		zm.RetireZygotes()
+	}
 	e.adm.Close()
 	if e.cpu != nil {
 		e.cpu.Close()
@@ -237,8 +249,16 @@ func (e *Engine) ExecChecked(ctx context.Context, checked execapi.Checked, event
 func (e *Engine) run(ctx context.Context, c execapi.Checked, rt images.Resolved, ticket *admission.Ticket, emit func(execapi.EventKind, []byte)) (execapi.Result, error) {
 	memory := int64(c.MemoryMB) << 20
 	key := execapi.PoolKey{Runtime: rt.Runtime.Name, Network: c.Network, Variant: warmVariant(rt.Runtime, c.Code)}
-	l := e.pool.take(key)
-	defer e.pool.finished(key)
+	var l *leased
+	if e.zygoteServes(rt, key) {
+		var err error
+		if l, err = e.leaseZygote(ctx, rt, key, memory, execapi.CallerFrom(ctx)); err != nil {
+			return execapi.Result{}, err
+		}
+	} else {
+		l = e.pool.take(key)
+		defer e.pool.finished(key)
+	}
 	if l == nil {
 		var err error
 		if l, err = e.lease(ctx, rt, key, memory, false, false); err != nil {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -53,18 +54,39 @@ var freshStateCases = []freshStateCase{
 // where an interpreter made ahead of the call (a zygote's fork, one day)
 // would come in.
 func TestCallsShareNoRandomStateAndSeeNothingOfEachOther(t *testing.T) {
+	callsShareNothing(t, false)
+}
+
+// The same with zygotes on (Config.Zygote): the light Python calls'
+// sandboxes are made from the caller's zygote (every call of one caller
+// sees its hash seed, so it is the zygote that made them), heavy Python's
+// and Node's come from the pool as before; and nothing is left once the engine closed, its
+// retired zygotes included.
+func TestCallsShareNoRandomStateAndSeeNothingOfEachOtherWithZygotes(t *testing.T) {
+	callsShareNothing(t, true)
+}
+
+func callsShareNothing(t *testing.T, zygotes bool) {
 	newTestEngine(t, nil) // the test binary's cgroup parent exists before the snapshot
 	before := leakcheck.Take(leakOpts)
-	e, _ := newPooledEngine(t, PoolConfig{Floor: 1, Max: 1, Runtimes: []string{"python3.13", "node20"}, Networks: []string{"none"}, IdleAfter: time.Minute})
+	e, _ := newPooledEngineWith(t, PoolConfig{Floor: 1, Max: 1, Runtimes: []string{"python3.13", "node20"}, Networks: []string{"none"}, IdleAfter: time.Minute},
+		func(c *Config) { c.Zygote = zygotes })
 	for _, c := range freshStateCases {
 		t.Run(c.name, func(t *testing.T) {
 			requireRuntime(t, c.runtime)
 			key := execapi.PoolKey{Runtime: c.runtime, Network: "none", Variant: c.variant}
+			fromZygote := zygotes && strings.HasPrefix(c.runtime, "python") && c.variant == variantLight
 			call := func(i int, code string) execapi.Result {
-				if i%2 == 0 {
+				if i%2 == 0 && !fromZygote {
 					waitReady(t, e, key, 1)
 				}
 				return run(t, e, execapi.Request{Runtime: c.runtime, Code: code})
+			}
+			if fromZygote {
+				seed := "import sys\nprint(hash('scratchrun'), sys.flags.hash_randomization)\n"
+				if a, b := call(0, seed), call(1, seed); a.Stdout != b.Stdout || a.ExitCode != 0 {
+					t.Fatalf("two calls printed %q and %q (stderr %q): not made from one zygote", a.Stdout, b.Stdout, a.Stderr)
+				}
 			}
 			seen := map[string]int{}
 			for i := range 4 {
@@ -97,5 +119,35 @@ func TestCallsShareNoRandomStateAndSeeNothingOfEachOther(t *testing.T) {
 	e.Close()
 	if left := leakcheck.WaitClean(before, leakOpts, 5*time.Second); len(left) > 0 {
 		t.Errorf("left after the calls and the pool's shutdown: %v", left)
+	}
+}
+
+// Two callers never get sandboxes from one zygote: each caller's calls
+// share their zygote's hash seed, and the two callers' seeds differ (a
+// zygote's is drawn when it starts).
+func TestZygotesServeOneCallerEach(t *testing.T) {
+	newTestEngine(t, nil)
+	requireRuntime(t, "python3.13")
+	before := leakcheck.Take(leakOpts)
+	e, _ := newPooledEngineWith(t, PoolConfig{}, func(c *Config) { c.Zygote = true })
+	seed := func(caller string) string {
+		ctx, cancel := context.WithTimeout(execapi.WithCaller(context.Background(), caller), 2*time.Minute)
+		defer cancel()
+		res, err := e.Exec(ctx, execapi.Request{Runtime: "python3.13", Code: "print(hash('scratchrun'))"}, nil)
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("%s: %v %+v", caller, err, res)
+		}
+		return res.Stdout
+	}
+	alice, bob := seed("alice"), seed("bob")
+	if again := seed("alice"); again != alice {
+		t.Errorf("alice's calls printed %q and %q: not one zygote's", alice, again)
+	}
+	if bob == alice || seed("bob") != bob {
+		t.Errorf("alice's zygote and bob's: hash seeds %q and %q", alice, bob)
+	}
+	e.Close()
+	if left := leakcheck.WaitClean(before, leakOpts, 5*time.Second); len(left) > 0 {
+		t.Errorf("left after the engine closed: %v", left)
 	}
 }

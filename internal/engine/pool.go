@@ -159,7 +159,14 @@ func newPool(e *Engine, cfg PoolConfig) *pool {
 				continue
 			}
 			for _, v := range variants {
-				p.keys[execapi.PoolKey{Runtime: rt.Name, Network: n, Variant: v}] = &keyState{}
+				key := execapi.PoolKey{Runtime: rt.Name, Network: n, Variant: v}
+				if e.zygotes {
+					// Calls of these are made from zygotes: none is kept.
+					if res, err := e.store.Resolve(rt.Name); err == nil && e.zygoteServes(res, key) {
+						continue
+					}
+				}
+				p.keys[key] = &keyState{}
 			}
 		}
 	}

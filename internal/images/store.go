@@ -361,6 +361,10 @@ type Resolved struct {
 	// Alias is the name the caller asked for when it was an alias the
 	// operator declared for Runtime.Name; empty otherwise.
 	Alias string
+	// Built says the image is a catalog image built here from Debian's
+	// packages (not imported or pulled): the only images whose
+	// interpreter a zygote runs outside a sandbox (docs/zygotes.md).
+	Built bool
 }
 
 // ErrRuntimeNotInstalled is matched (errors.Is) by every Resolve error for
@@ -504,6 +508,7 @@ func (s *Store) resolveLocked(name string) (Resolved, error) {
 		UIDBase:  m.UIDBase,
 		ImageDir: m.dir,
 		Alias:    alias,
+		Built:    fromCatalog && m.Source == SourceMmdebstrap,
 	}, nil
 }
 

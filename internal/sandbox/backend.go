@@ -156,6 +156,35 @@ type Config struct {
 	// gives a plain sandbox, not a broken session. Forker says whether a
 	// session can be copied (namespaces: its files; microVM: its memory).
 	Session bool
+	// Zygote, when set with Prestart, asks for the pre-started interpreter
+	// to be a fork of an initialized one (docs/zygotes.md) rather than a
+	// new program. A level without zygotes, or one that cannot use a
+	// zygote for this sandbox, ignores it: the sandbox is the same either
+	// way to its code.
+	Zygote *Zygote
+}
+
+// ZygoteMaker is a Backend that honours Config.Zygote (the namespaces
+// level as root).
+type ZygoteMaker interface {
+	// MakesZygotes reports whether it makes sandboxes from zygotes.
+	MakesZygotes() bool
+	// RetireZygotes retires every zygote now (later sandboxes start new
+	// ones) and returns once they and their sandboxes are gone: an engine
+	// that closes leaves none of its callers' behind, on a backend it
+	// shares too.
+	RetireZygotes()
+}
+
+// Zygote names the zygote a sandbox's interpreter is forked from (one per
+// caller, runtime and variant: a zygote never serves two callers, whose
+// calls would share its hash seed and address layout) and how to start it.
+type Zygote struct {
+	Caller, Runtime, Variant string
+	// Argv and Env start the zygote's interpreter (warm.Zygote's command
+	// line, the variant's preloads in Env): one key always comes with the
+	// same.
+	Argv, Env []string
 }
 
 // Prestart describes an interpreter a warm sandbox starts ahead of the job.

@@ -79,6 +79,11 @@ var (
 	PoolBuilders = &Setting{Name: "POOL_BUILDERS", Env: "SCRATCHRUN_POOL_BUILDERS", Type: Int, Min: 0, DefaultText: "1",
 		Commands: servers, Help: "warm sandboxes built at once (the pool's CPU budget)"}
 
+	// Zygotes (docs/zygotes.md).
+
+	Zygote = &Setting{Name: "zygote", Flag: "zygote", Env: "SCRATCHRUN_ZYGOTE", Type: Bool, Default: "0",
+		Commands: servers, Help: "make the sandboxes of Python calls that import no preloaded module (the light variant), on catalog images with network none, from a zygote: an interpreter started once per caller, runtime and variant (retired after 10 minutes idle or 1000 sandboxes, at most 8), whose forks run the calls, at about half the CPU a warm sandbox's interpreter costs; namespaces level as root only, any failure falls back to an ordinary sandbox; off, such calls use the warm pool"}
+
 	// Sessions: a sandbox kept across calls, for callers that ask for
 	// one.
 
@@ -252,7 +257,7 @@ var (
 var All = []*Setting{
 	DefaultTimeout, MaxTimeout, DefaultMemory, MaxMemory, OutputLimit, MaxReturn, MaxPids, CPUMillicores, TmpMB, WritableMB,
 	Capacity, MemoryBudget, CallFloor, CPUThreshold, Queue, QueueWait,
-	PoolFloor, PoolMax, PoolMemory, PoolBuilders,
+	PoolFloor, PoolMax, PoolMemory, PoolBuilders, Zygote,
 	Sessions, SessionsIdleTTL, SessionsMaxIdleTTL, SessionsMaxLifetime, SessionsPerKey, SessionsMax, SessionsMaxMemory,
 	NetworkDefault, AllowEgress, DNS, EgressAllow, EgressBlock, EgressSubnet, EgressMaxConnections, EgressConnectionsPerSecond,
 	Isolation, StateDir, CgroupParent, AllowUnenforced, Runsc, GVisorPlatform, QEMU, MicroVMKernel, MicroVMAccel, MicroVMSnapshots, DataDir, Debug,

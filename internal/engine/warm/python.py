@@ -154,6 +154,7 @@ def _main(heavy):
     sys.exit(status)
 
 
+# The entry (a zygote's bootstrap, zygote.py, replaces what follows).
 _heavy = _preload()
 del _preload
 _main(_heavy)

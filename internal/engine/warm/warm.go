@@ -15,6 +15,13 @@ var python string
 //go:embed node.js
 var node string
 
+//go:embed zygote.py
+var zygote string
+
+// pythonEntry marks where python.py's entry begins, which a zygote's
+// bootstrap replaces.
+const pythonEntry = "# The entry (a zygote's bootstrap"
+
 // Command returns the pre-start command line for a runtime's warm kind, with
 // its bootstrap program in place of "{bootstrap}".
 func Command(kind string, template []string) ([]string, error) {
@@ -47,4 +54,15 @@ func Bootstrap(template []string, program string) ([]string, error) {
 		return nil, fmt.Errorf("warm command %q has no {bootstrap}", template)
 	}
 	return out, nil
+}
+
+// Zygote returns the command line of a python zygote (docs/zygotes.md) for
+// a runtime's warm template: the warm bootstrap's code, its job path
+// shared rather than copied, with the zygote's entry in place of its own.
+func Zygote(template []string) ([]string, error) {
+	at := strings.Index(python, pythonEntry)
+	if at < 0 {
+		return nil, fmt.Errorf("python.py has no entry marker")
+	}
+	return Bootstrap(template, python[:at]+zygote)
 }

@@ -59,6 +59,11 @@ type Backend struct {
 	// sandboxes run as itself, which owns no image file).
 	views *idmap.Views
 
+	// zygotes serve sandboxes that ask for one (sandbox.Config.Zygote;
+	// nil when not root); zygotesGone counts retired ones not yet gone.
+	zygotes     *zygotePool[*zygoteProcess]
+	zygotesGone sync.WaitGroup
+
 	spawnerMu       sync.Mutex
 	spawner         *spawner.Spawner // starts every init; replaced if it dies
 	spawnerPath     string
@@ -147,6 +152,7 @@ func New(opts Options) (*Backend, error) {
 		n, err := idmap.SweepViews(opts.StateDir, hostside.InstanceAlive)
 		hostside.LogSweep(opts.Logger, "image views", n, err)
 		b.views = idmap.NewViews(opts.StateDir, b.instance)
+		b.zygotes = newZygotePool(b.startZygoteFor, b.retireZygote, opts.Logger)
 	}
 	if err := b.startSpawner(); err != nil {
 		return nil, fmt.Errorf("the namespaces backend needs %s (scripts/install.sh builds it): %w", spawner.BinaryName, err)
@@ -163,6 +169,11 @@ func New(opts Options) (*Backend, error) {
 // directories; nothing else is touched. Sandboxes must all be destroyed
 // first.
 func (b *Backend) Close() error {
+	if b.zygotes != nil {
+		b.zygotes.close()
+		b.zygotes.wait()
+		b.zygotesGone.Wait()
+	}
 	b.spawnerMu.Lock()
 	b.closed = true
 	if b.spawner != nil {
@@ -219,11 +230,31 @@ func checkUserNamespaces() error {
 
 // Create implements sandbox.Backend.
 func (b *Backend) Create(ctx context.Context, cfg sandbox.Config) (sandbox.Sandbox, error) {
+	// A zygote serves only what it was built for: a pre-started
+	// interpreter, network none (a sandbox born in a network namespace is
+	// joined by the helper, which the zygote's filter and capabilities
+	// forbid), no session.
+	if zc := cfg.Zygote; zc != nil && b.zygotes != nil && cfg.Prestart != nil && cfg.Network == nil && !cfg.Session {
+		z, done, err := b.zygotes.get(ctx, *zc, cfg.Image)
+		if err == nil {
+			sb, err := b.create(ctx, cfg, z)
+			done()
+			if err == nil || ctx.Err() != nil {
+				return sb, err
+			}
+			b.opts.Logger.Warn("a zygote failed to make a sandbox; the helper makes it", "caller", zc.Caller, "runtime", zc.Runtime, "variant", zc.Variant, "err", err)
+		}
+	}
+	return b.create(ctx, cfg, nil)
+}
+
+// create makes a sandbox whose init via starts (nil: the helper).
+func (b *Backend) create(ctx context.Context, cfg sandbox.Config, via *zygoteProcess) (sandbox.Sandbox, error) {
 	id := fmt.Sprintf("%s_%d", b.instance, sandboxSeq.Add(1))
 	if cfg.Session && cfg.Prestart != nil {
 		return nil, errors.New("a session sandbox cannot have a pre-started interpreter")
 	}
-	s := &nsSandbox{id: id, backend: b, background: cfg.Background}
+	s := &nsSandbox{id: id, backend: b, background: cfg.Background, via: via}
 	if err := hostside.StartOrDestroy(s, "", b.opts.Logger, func() error { return s.start(ctx, cfg) }); err != nil {
 		return nil, err
 	}

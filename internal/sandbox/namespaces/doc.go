@@ -26,6 +26,13 @@
 // cgroup (forkcopier.go), so that the copy counts in the new sandbox's
 // memory and never in the engine's.
 //
+// A sandbox created with Config.Zygote (zygote.go, zygotes.go; as root)
+// gets its init from a zygote of its caller's instead of the helper: the
+// same spawner and init, running inside an initialized python interpreter
+// confined to a pid, network, IPC and mount namespace of its own, whose
+// pre-started interpreter is a fork rather than a new program
+// (docs/zygotes.md).
+//
 // It must never expose a host path inside a sandbox, never let a sandbox
 // outlive Destroy, and never run a second job in a sandbox that is not a
 // session.

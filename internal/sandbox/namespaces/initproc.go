@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"syscall"
 
@@ -75,7 +76,9 @@ func (b *Backend) SpawnerRestarts() int {
 // spawner/c/init.c) in new namespaces with the child ends of pipes as its
 // fds 1-4, its user namespace owned by owner (when not 0), and in group
 // (when not nil).
-func (b *Backend) startInit(ctx context.Context, pipes *hostside.Pipes, owner uint32, network *sandbox.Network, group *cgroups.Group) (*spawner.Process, error) {
+// A zygote (via, when not nil) starts it instead of the helper; it is not
+// replaced when it died.
+func (b *Backend) startInit(ctx context.Context, via *zygoteProcess, pipes *hostside.Pipes, owner uint32, network *sandbox.Network, group *cgroups.Group) (*spawner.Process, error) {
 	uids, gids, setgroups := b.idMappings()
 	flags := uintptr(sandboxNamespaces)
 	if network != nil {
@@ -95,6 +98,20 @@ func (b *Backend) startInit(ctx context.Context, pipes *hostside.Pipes, owner ui
 		// Joined by the helper before init runs: init is not our child, so
 		// once it died its pid could name another process.
 		req.CgroupProcs = group.ProcsFiles()
+	}
+	if via != nil {
+		// A zygote sees no cgroup file system: it writes the child into
+		// files the engine opened.
+		for _, path := range req.CgroupProcs {
+			f, err := os.OpenFile(path, os.O_WRONLY, 0)
+			if err != nil {
+				return nil, err
+			}
+			defer f.Close()
+			req.CgroupProcsFiles = append(req.CgroupProcsFiles, f)
+		}
+		req.CgroupProcs = nil
+		return via.Spawn(ctx, req)
 	}
 	for attempt := 0; ; attempt++ {
 		sp := b.currentSpawner()

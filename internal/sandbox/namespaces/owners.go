@@ -60,3 +60,33 @@ func (o *owners) release(uid uint32) {
 	defer o.mu.Unlock()
 	delete(o.inUse, uid)
 }
+
+// takeBlock reserves n consecutive uids no live sandbox of this engine
+// owns, for a zygote's sandboxes (its seccomp filter lets it take those
+// only); releaseBlock frees them once the zygote and its sandboxes are
+// gone.
+func (o *owners) takeBlock(n uint32) (uint32, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for start := uint32(0); start+n <= ownerUIDCount; start += n {
+		free := true
+		for k := start; k < start+n && free; k++ {
+			free = !o.inUse[ownerUIDBase+k]
+		}
+		if free {
+			for k := start; k < start+n; k++ {
+				o.inUse[ownerUIDBase+k] = true
+			}
+			return ownerUIDBase + start, nil
+		}
+	}
+	return 0, errors.New("no block of free user namespace owner uids is left")
+}
+
+func (o *owners) releaseBlock(base, n uint32) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for k := base; k < base+n; k++ {
+		delete(o.inUse, k)
+	}
+}

@@ -27,7 +27,9 @@ type nsSandbox struct {
 	backend *Backend
 	group   *cgroups.Group
 	init    *spawner.Process
-	conn    *hostside.Conn
+	// via is the zygote that starts init (nil: the backend's helper).
+	via  *zygoteProcess
+	conn *hostside.Conn
 	// owner is the host uid owning the sandbox's user namespace (0: the
 	// engine's own uid).
 	owner uint32
@@ -59,7 +61,11 @@ func (s *nsSandbox) start(ctx context.Context, cfg sandbox.Config) error {
 	}
 	s.conn = conn
 	rootfs := cfg.Image.RootFS
-	if b.owners != nil {
+	if s.via != nil && s.via.ownerCount > 0 {
+		if s.owner, err = s.via.takeOwner(); err != nil {
+			return err
+		}
+	} else if b.owners != nil {
 		if s.owner, err = b.owners.take(); err != nil {
 			return err
 		}
@@ -72,7 +78,7 @@ func (s *nsSandbox) start(ctx context.Context, cfg sandbox.Config) error {
 			return err
 		}
 	}
-	proc, startErr := b.startInit(ctx, conn.Pipes, s.owner, cfg.Network, s.group)
+	proc, startErr := b.startInit(ctx, s.via, conn.Pipes, s.owner, cfg.Network, s.group)
 	// The child holds its own copies now (or failed to start).
 	conn.CloseChildEnds()
 	if startErr != nil {
@@ -156,7 +162,11 @@ func (s *nsSandbox) Destroy() sandbox.Teardown {
 		errs = append(errs, err)
 	}
 	if s.owner != 0 {
-		s.backend.owners.release(s.owner)
+		if s.via != nil && s.via.ownerCount > 0 {
+			s.via.releaseOwner(s.owner)
+		} else {
+			s.backend.owners.release(s.owner)
+		}
 		s.owner = 0
 	}
 	return hostside.TeardownOf(errs...)

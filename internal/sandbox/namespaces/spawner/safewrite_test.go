@@ -19,7 +19,7 @@ func TestSafeWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := buildC(t, "safewrite", self, "session.c", "kernel.c", "job.c", "wire.c", "util.c", "confine.c")
+	bin := buildC(t, "safewrite", self, "session.c", "kernel.c", "job.c", "wire.c", "util.c", "confine.c", "zygote.c")
 	root := t.TempDir()
 	for _, dir := range []string{"tmp", "sub"} {
 		if err := os.Mkdir(filepath.Join(root, dir), 0o755); err != nil {

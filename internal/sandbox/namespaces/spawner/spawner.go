@@ -25,6 +25,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -54,7 +56,7 @@ func sourceFiles() []string {
 const BinaryName = "scratchrun-spawn"
 
 // protocolVersion must match PROTOCOL_VERSION in c/spawn.c.
-const protocolVersion = 5
+const protocolVersion = 6
 
 // replyTimeout bounds a spawn: the helper answers once the child runs init,
 // a few milliseconds normally.
@@ -118,7 +120,7 @@ func Build(target string) (string, error) {
 	if err := writeSources(src); err != nil {
 		return "", err
 	}
-	tmp := filepath.Join(src, BinaryName)
+	tmp := filepath.Join(src, filepath.Base(target)) // a name ending in .so builds the zygote's object
 	cmd := exec.Command("/bin/sh", filepath.Join(src, "build.sh"), tmp)
 	cmd.Env = append(os.Environ(), "CC="+compiler)
 	out, err := cmd.CombinedOutput()
@@ -152,7 +154,14 @@ type Spawner struct {
 	sock int // our end of the SOCK_SEQPACKET pair
 	cmd  *exec.Cmd
 	dead error // wraps ErrDead once the helper is gone
+	// exited is closed once the helper has exited and been reaped.
+	exited chan struct{}
+	// stderr holds a zygote's first words on stderr (nil for the helper).
+	stderr *tailBuffer
 }
+
+// Wait blocks until the helper has exited (after Close, or its death).
+func (s *Spawner) Wait() { <-s.exited }
 
 // Start runs the helper at path.
 func Start(path string) (*Spawner, error) {
@@ -162,24 +171,30 @@ func Start(path string) (*Spawner, error) {
 	}
 	theirs := os.NewFile(uintptr(pair[1]), "spawner")
 	defer theirs.Close()
-	cmd := &exec.Cmd{
-		Path:       path,
-		Args:       []string{BinaryName},
-		Env:        []string{},
-		ExtraFiles: []*os.File{theirs},
-		// Dies with the engine, and every sandbox with it.
-		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setsid: true},
-	}
+	return start(&exec.Cmd{Path: path, Args: []string{BinaryName}, Env: []string{}}, theirs, pair[0])
+}
+
+// start runs cmd with theirs (the socket's other end) as its fd 3, then
+// any ExtraFiles cmd has already, and checks the helper's hello on ours.
+func start(cmd *exec.Cmd, theirs *os.File, ours int) (*Spawner, error) {
+	path := cmd.Path
+	cmd.ExtraFiles = append([]*os.File{theirs}, cmd.ExtraFiles...)
+	// Dies with the engine, and every sandbox with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setsid: true}
 	// PR_SET_PDEATHSIG fires when the thread that started the helper exits,
 	// not the process: the starter's thread lives as long as the engine, so
 	// no goroutine that exits while locked to its thread (they do, after
 	// setns) can take the helper down.
 	if err := hostside.StartChild(cmd); err != nil {
-		unix.Close(pair[0])
+		unix.Close(ours)
 		return nil, fmt.Errorf("start %s: %w", path, err)
 	}
-	go func() { _ = cmd.Wait() }() // reaped whenever it ends
-	s := &Spawner{sock: pair[0], cmd: cmd}
+	// The child holds its end now: ours would keep the socket from ever
+	// reaching EOF, and a helper that dies before its hello would be
+	// waited for until replyTimeout.
+	theirs.Close()
+	s := &Spawner{sock: ours, cmd: cmd, exited: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(s.exited) }() // reaped whenever it ends
 	tv := unix.NsecToTimeval(replyTimeout.Nanoseconds())
 	if err := unix.SetsockoptTimeval(s.sock, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
 		s.Close()
@@ -190,6 +205,10 @@ func Start(path string) (*Spawner, error) {
 	hello := make([]byte, 4)
 	if n, err := retryEINTR(func() (int, error) { return unix.Read(s.sock, hello) }); err != nil || n != 4 || binary.NativeEndian.Uint32(hello) != protocolVersion {
 		s.Close()
+		// Gone before a sandbox could exist: none is left to kill with it,
+		// and the caller finds nothing of it running.
+		_ = cmd.Process.Kill()
+		<-s.exited
 		return nil, fmt.Errorf("%s speaks another protocol than this engine (want version %d; rebuild it: scripts/install.sh)", path, protocolVersion)
 	}
 	return s, nil
@@ -234,6 +253,10 @@ type Request struct {
 	// CgroupProcs are cgroup.procs files the child is written into before
 	// it runs init (so nothing it does escapes its limits or accounting).
 	CgroupProcs []string
+	// CgroupProcsFiles, instead of CgroupProcs, are those files opened for
+	// writing by the engine (a zygote has no cgroup file system of its
+	// own, and the kernel checks a write against the opener).
+	CgroupProcsFiles []*os.File
 	// The child's fds 1 and 2 (the sandbox's output) and its control and
 	// status pipes (fds 3 and 4, initproto.ControlFD and StatusFD); fd 0
 	// is /dev/null.
@@ -268,10 +291,12 @@ type request struct {
 	StringsLen    uint32
 	Cgroupc       uint32
 	OwnerUID      uint32
+	CgroupFDs     uint32
+	Reserved      uint32
 }
 
 // requestSize is sizeof(struct request) in c/spawn.c.
-const requestSize = 32
+const requestSize = 40
 
 // reply mirrors struct reply in c/spawn.c.
 type reply struct {
@@ -283,8 +308,8 @@ type reply struct {
 // Spawn starts one init and returns once it runs (or failed to start).
 func (s *Spawner) Spawn(ctx context.Context, r Request) (*Process, error) {
 	var strs bytes.Buffer
-	if len(r.CgroupProcs) > 8 {
-		return nil, errors.New("spawner: more than 8 cgroup.procs files")
+	if len(r.CgroupProcs) > 8 || len(r.CgroupProcsFiles) > 8 || len(r.CgroupProcs) > 0 && len(r.CgroupProcsFiles) > 0 {
+		return nil, errors.New("spawner: more than 8 cgroup.procs files, or both paths and files")
 	}
 	for _, v := range append([]string{r.UIDMap, r.GIDMap}, r.CgroupProcs...) {
 		if bytes.IndexByte([]byte(v), 0) >= 0 {
@@ -302,6 +327,12 @@ func (s *Spawner) Spawn(ctx context.Context, r Request) (*Process, error) {
 	if r.JoinNetNS {
 		req.WantNetNS = 1
 		fds = append(fds, r.NetNSFD)
+	}
+	if len(r.CgroupProcsFiles) > 0 {
+		req.CgroupFDs, req.Cgroupc = 1, uint32(len(r.CgroupProcsFiles))
+		for _, f := range r.CgroupProcsFiles {
+			fds = append(fds, int(f.Fd()))
+		}
 	}
 	var msg bytes.Buffer
 	_ = binary.Write(&msg, binary.NativeEndian, req)
@@ -373,7 +404,32 @@ func (s *Spawner) Spawn(ctx context.Context, r Request) (*Process, error) {
 		step := string(bytes.TrimRight(rep.Step[:], "\x00"))
 		return nil, fmt.Errorf("spawn init: %s: %w", step, syscall.Errno(rep.Err))
 	}
-	return &Process{Pid: int(rep.Pid), pidfd: pidfd}, nil
+	// The reply's pid is of the spawner's pid namespace (a zygote has one
+	// of its own); the pidfd names the process, and its fdinfo gives the
+	// pid in ours.
+	pid, err := pidfdPid(pidfd)
+	if err != nil {
+		unix.Close(pidfd)
+		return nil, fmt.Errorf("spawn init: %w", err)
+	}
+	return &Process{Pid: pid, pidfd: pidfd}, nil
+}
+
+// pidfdPid is the pid (in the engine's pid namespace) of the process
+// pidfd refers to, from the "Pid:" line of its fdinfo.
+func pidfdPid(pidfd int) (int, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/self/fdinfo/%d", pidfd))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "Pid:"); ok {
+			if pid, err := strconv.Atoi(strings.TrimSpace(rest)); err == nil && pid > 0 {
+				return pid, nil
+			}
+		}
+	}
+	return 0, errors.New("the pidfd's process has no pid here (gone already, or outside our pid namespace)")
 }
 
 // retryEINTR repeats a socket call the Go runtime's own signals interrupted:

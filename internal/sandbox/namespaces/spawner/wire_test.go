@@ -383,13 +383,13 @@ int main(void) {
 	printf("size=%zu version=%d\n", sizeof(struct request), PROTOCOL_VERSION);
 #define FIELD(f) printf("%s=%zu\n", #f, offsetof(struct request, f))
 	FIELD(version); FIELD(want_netns); FIELD(clone_flags); FIELD(deny_setgroups);
-	FIELD(strings_len); FIELD(cgroupc); FIELD(owner_uid);
+	FIELD(strings_len); FIELD(cgroupc); FIELD(owner_uid); FIELD(cgroup_fds); FIELD(reserved);
 	return 0;
 }
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	bin := buildC(t, "layout", layout, "init.c", "wire.c", "rootfs.c", "home.c", "confine.c", "job.c", "session.c", "kernel.c", "util.c")
+	bin := buildC(t, "layout", layout, "init.c", "wire.c", "rootfs.c", "home.c", "confine.c", "job.c", "session.c", "kernel.c", "util.c", "zygote.c", "zygote_launch.c", "zygote_seccomp.c")
 	out, err := exec.Command(bin).Output()
 	if err != nil {
 		t.Fatal(err)
@@ -397,7 +397,7 @@ int main(void) {
 	var r request
 	want := fmt.Sprintf("size=%d version=%d\n", binary.Size(r), protocolVersion)
 	typ := reflect.TypeOf(r)
-	names := []string{"version", "want_netns", "clone_flags", "deny_setgroups", "strings_len", "cgroupc", "owner_uid"}
+	names := []string{"version", "want_netns", "clone_flags", "deny_setgroups", "strings_len", "cgroupc", "owner_uid", "cgroup_fds", "reserved"}
 	if typ.NumField() != len(names) {
 		t.Fatalf("request has %d fields, the C struct %d", typ.NumField(), len(names))
 	}

@@ -56,6 +56,9 @@ void sandbox_init(void) {
 	if (!setup_body)
 		_exit(1);
 	int setup_parsed = parse_setup(&r, &s);
+	// A zygote's job is a fork of this process: leave it no copy of the
+	// raw message (what it needs was parsed into s).
+	explicit_bzero(setup_body, (size_t)(r.end - setup_body));
 	free(setup_body);
 	if (setup_parsed == SETUP_OTHER_VERSION) {
 		send_ready(err_text);

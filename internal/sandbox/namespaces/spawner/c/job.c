@@ -19,6 +19,7 @@
 #include "confine.h"
 #include "job.h"
 #include "util.h"
+#include "zygote.h"
 
 // place_fd makes fd the child's fd target (fd == target: only not
 // close-on-exec).
@@ -65,7 +66,10 @@ pid_t start_process(char **argv, char **env, const char *dir, int fd3, int fd4) 
 			err = errno;
 		else if (dir[0] && chdir(dir) < 0)
 			err = errno;
-		else {
+		else if (zygote_entering) {
+			zygote_enter(argv[0]); // returns only if it failed
+			err = errno;
+		} else {
 			execve(argv[0], argv, env);
 			err = errno;
 		}
@@ -94,7 +98,9 @@ struct prestarted prestart(const struct setup *s) {
 	int pipe_fds[2];
 	if (pipe2(pipe_fds, O_CLOEXEC) < 0)
 		return p;
+	zygote_entering = zygote_mode; // a zygote's interpreter is forked, not executed
 	pid_t pid = start_process(s->prestart_argv, s->prestart_env, s->prestart_dir, pipe_fds[0], -1);
+	zygote_entering = 0;
 	close(pipe_fds[0]);
 	if (pid < 0) {
 		close(pipe_fds[1]);

@@ -10,8 +10,9 @@
 // Protocol, on the SOCK_SEQPACKET socket at fd 3:
 //   hello:    at start, PROTOCOL_VERSION as a uint32 (the engine checks it).
 //   request:  struct request, then its strings (see below), with SCM_RIGHTS
-//             descriptors: the child's stdout, stderr, fd 3 and fd 4, and the
-//             network namespace to join when want_netns is set.
+//             descriptors: the child's stdout, stderr, fd 3 and fd 4, the
+//             network namespace to join when want_netns is set, then with
+//             cgroup_fds the cgroup.procs files to write the child into.
 //   reply:    struct reply, with the child's pidfd (SCM_RIGHTS) on success.
 // One request at a time. The child joins its cgroups (written here while it
 // waits, so no pid can have been recycled and everything init does is
@@ -37,9 +38,10 @@
 #include <unistd.h>
 
 #include "init.h"
+#include "zygote.h"
 
 #define SOCKET_FD 3
-#define PROTOCOL_VERSION 5
+#define PROTOCOL_VERSION 6
 #define MAX_REQUEST (256 * 1024)
 #define CHILD_FDS 4 // stdout, stderr, fd 3, fd 4
 
@@ -54,7 +56,7 @@
 #define MAX_CGROUPS 8
 
 // request is followed by NUL-terminated strings: the uid_map text, the
-// gid_map text, then cgroupc cgroup.procs paths. The Go side mirrors it
+// gid_map text, then cgroupc cgroup.procs paths (none with cgroup_fds). The Go side mirrors it
 // (spawner.go's request), and TestRequestLayoutMatchesC checks the two.
 struct request {
 	uint32_t version;
@@ -64,6 +66,11 @@ struct request {
 	uint32_t strings_len;
 	uint32_t cgroupc;
 	uint32_t owner_uid; // not 0: the user namespace's owner (see clone_as)
+	// cgroup_fds: 1 when the cgroupc cgroup.procs files come as descriptors
+	// (opened by the engine, which the kernel checks the write against)
+	// rather than paths: a zygote has no cgroup file system to open them in.
+	uint32_t cgroup_fds;
+	uint32_t reserved; // 0
 };
 
 struct reply {
@@ -189,7 +196,10 @@ static void child(int sync_r, int err_w, int fds[CHILD_FDS], const struct reques
 		step = "setsid";
 		goto fail;
 	}
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) {
+	// A zygote's sandboxes outlive it (a retired zygote's running ones):
+	// they die with the engine through the pid 1 of the zygote's pid
+	// namespace (zygote_launch.c), whose end kills the namespace.
+	if (!zygote_mode && prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) {
 		step = "pdeathsig";
 		goto fail;
 	}
@@ -249,19 +259,24 @@ fail:
 	_exit(127);
 }
 
+// request_buf holds the request being served (zeroed after each).
+static char request_buf[MAX_REQUEST];
+
+void spawner_forget(void) { explicit_bzero(request_buf, sizeof request_buf); }
+
 // spawn serves one request; it returns -1 only when the socket is gone.
 static int spawn(void) {
-	static char buf[MAX_REQUEST];
+	char *buf = request_buf;
 	union {
-		char buf[CMSG_SPACE((CHILD_FDS + 1) * sizeof(int))];
+		char buf[CMSG_SPACE((CHILD_FDS + 1 + MAX_CGROUPS) * sizeof(int))];
 		struct cmsghdr align;
 	} control;
-	struct iovec iov = {.iov_base = buf, .iov_len = sizeof buf};
+	struct iovec iov = {.iov_base = buf, .iov_len = sizeof request_buf};
 	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf, .msg_controllen = sizeof control.buf};
 	ssize_t n = recvmsg(SOCKET_FD, &msg, MSG_CMSG_CLOEXEC);
 	if (n <= 0)
 		return -1;
-	int fds[CHILD_FDS + 1];
+	int fds[CHILD_FDS + 1 + MAX_CGROUPS];
 	int nfds = 0;
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
 		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
@@ -270,7 +285,7 @@ static int spawn(void) {
 		for (int i = 0; i < count; i++) {
 			int fd;
 			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-			if (nfds < CHILD_FDS + 1)
+			if (nfds < CHILD_FDS + 1 + MAX_CGROUPS)
 				fds[nfds++] = fd;
 			else
 				close(fd);
@@ -287,7 +302,8 @@ static int spawn(void) {
 	memcpy(&req, buf, sizeof req);
 	if (req.version != PROTOCOL_VERSION || req.strings_len != n - sizeof req ||
 	    (req.owner_uid && !(req.clone_flags & CLONE_NEWUSER)) || req.cgroupc > MAX_CGROUPS ||
-	    nfds != CHILD_FDS + (req.want_netns ? 1 : 0) || buf[n - 1] != 0 ||
+	    req.cgroup_fds > 1 || req.reserved != 0 ||
+	    nfds != CHILD_FDS + (req.want_netns ? 1 : 0) + (req.cgroup_fds ? (int)req.cgroupc : 0) || buf[n - 1] != 0 ||
 	    (req.clone_flags & ~(uint64_t)ALLOWED_FLAGS) || (req.clone_flags & REQUIRED_FLAGS) != REQUIRED_FLAGS ||
 	    (req.want_netns && (req.clone_flags & CLONE_NEWNET)) || !(req.want_netns || (req.clone_flags & CLONE_NEWNET))) {
 		result = send_reply(0, EINVAL, "malformed request", -1);
@@ -295,7 +311,7 @@ static int spawn(void) {
 	}
 	{
 		char *p = buf + sizeof req, *end = buf + n;
-		for (uint32_t i = 0; i < 2 + req.cgroupc; i++) {
+		for (uint32_t i = 0; i < 2 + (req.cgroup_fds ? 0 : req.cgroupc); i++) {
 			if (p >= end) {
 				result = send_reply(0, EINVAL, "missing strings", -1);
 				goto done;
@@ -349,6 +365,8 @@ static int spawn(void) {
 	int err = 0;
 	if (pidfd < 0) {
 		err = errno, step = "pidfd_open";
+	} else if (zygote_mode && zygote_as_owner(req.owner_uid) < 0) {
+		err = errno, step = "take the owner's uid to write the maps";
 	} else {
 		snprintf(file, sizeof file, "/proc/%d/uid_map", pid);
 		if (write_file(file, uid_map) < 0) {
@@ -364,11 +382,20 @@ static int spawn(void) {
 			}
 		}
 	}
+	if (zygote_mode)
+		zygote_as_root(engine_pid);
 	char pidtext[16];
 	snprintf(pidtext, sizeof pidtext, "%d", pid);
-	for (uint32_t i = 0; !err && i < req.cgroupc; i++)
-		if (write_file(cgroups[i], pidtext) < 0)
+	int *cgroup_fds = fds + CHILD_FDS + (req.want_netns ? 1 : 0);
+	for (uint32_t i = 0; !err && i < req.cgroupc; i++) {
+		if (req.cgroup_fds) {
+			ssize_t w = write(cgroup_fds[i], pidtext, strlen(pidtext));
+			if (w != (ssize_t)strlen(pidtext))
+				err = w < 0 ? errno : EIO, step = "join cgroup";
+		} else if (write_file(cgroups[i], pidtext) < 0) {
 			err = errno, step = "join cgroup";
+		}
+	}
 	if (err) {
 		if (pidfd >= 0) {
 			syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
@@ -408,7 +435,10 @@ done:
 	return result;
 }
 
-int main(void) {
+// spawner_serve is the helper's life: the hello, then requests until the
+// engine closes the socket (0) or something fails (1). main runs it, and so
+// does a zygote (zygote.c) from inside its interpreter.
+int spawner_serve(void) {
 	// If the engine died before this, the socket's EOF ends us below.
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
 		return 1;
@@ -429,3 +459,11 @@ int main(void) {
 	}
 	return 0;
 }
+
+#ifndef SCRATCHRUN_SHARED
+int main(int argc, char **argv) {
+	if (argc > 1 && strcmp(argv[1], "--zygote") == 0)
+		return zygote_launch(argc - 1, argv + 1);
+	return spawner_serve();
+}
+#endif

@@ -1,0 +1,78 @@
+# ScratchRun zygote bootstrap (docs/zygotes.md): the warm bootstrap's code
+# (python.py, up to its entry) followed by this. It runs as the zygote, in
+# a root of the image's /usr and /etc with no capability but CAP_SETUID
+# and CAP_SETGID, before any call exists: it preloads what the variant
+# preloads, freezes the heap, loads the engine's spawner (the shared object
+# on fd 4, a sealed memfd: never a file of the image's) and serves the
+# engine's spawn requests on fd 3. Nothing but those requests reaches it.
+#
+# serve() returns 1 in each sandbox's pre-started interpreter: a fork of
+# this process inside the sandbox, confined as the exec'd one would be.
+# There python's fork hooks run (random reseeds itself, locks and the
+# threading module are reset), numpy's legacy global generator is
+# reseeded, the signals are put back as a fresh interpreter sets them, and
+# the job is read from fd 3 exactly as a warm sandbox's interpreter reads
+# it.
+
+
+def _zygote():
+    heavy = _preload()
+    # _preload skips a module that fails to import; in a zygote's world (no
+    # /root, /tmp or anything writable) one may fail halfway and leave its
+    # package without the submodules it expects, which every call would
+    # then inherit. Serve nothing rather than that: the engine's sandboxes
+    # go to the helper.
+    missing = [m for m in os.environ.get("SCRATCHRUN_PRELOAD", "").split(",") if m and m not in sys.modules]
+    if missing:
+        sys.stderr.write("zygote: could not preload %s\n" % ", ".join(missing))
+        os._exit(2)
+    import ctypes, gc, signal
+    gc.collect()
+    gc.freeze()
+    # clone(CLONE_NEWUSER) refuses a threaded caller, and a fork keeps only
+    # the calling thread: a preloaded module that started threads (numpy's
+    # OpenBLAS without OPENBLAS_NUM_THREADS=1) cannot serve.
+    if len(os.listdir("/proc/self/task")) != 1:
+        sys.stderr.write("zygote: the interpreter is not single-threaded after preloading\n")
+        os._exit(2)
+    # A test's hook (spawner.TestHookEnv, refused outside tests): python
+    # run in the zygote itself, as a compromised zygote would run it.
+    hook = os.environ.pop("SCRATCHRUN_ZYGOTE_TEST_HOOK", None)
+    if hook:
+        exec(hook, {"__name__": "zygote_test_hook"})
+    # PyDLL: the GIL stays held through serve(), so no thread of python's
+    # can run while the spawner forks.
+    lib = ctypes.PyDLL("/proc/self/fd/4")
+    os.close(4)
+    serve = lib.scratchrun_zygote_serve
+    serve.restype, serve.argtypes = ctypes.c_int, []
+    api = ctypes.pythonapi
+    before, parent, child = api.PyOS_BeforeFork, api.PyOS_AfterFork_Parent, api.PyOS_AfterFork_Child
+    # Every process made while serving is a fork to python: the locks its
+    # fork takes (imports, the runtime's) are held across the whole loop,
+    # as across one os.fork(), and each interpreter handed back releases
+    # them in PyOS_AfterFork_Child.
+    before()
+    if serve() != 1:
+        parent()
+        os._exit(0)  # the engine closed the socket (or serving failed: it sees why)
+    child()
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for name in ("SIGPIPE", "SIGXFSZ"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
+    np_random = sys.modules.get("numpy.random")
+    if np_random is not None:
+        np_random.seed()
+    # The job gets no handle on the zygote's machinery by name: ctypes (and
+    # with it the spawner's object and the fork hooks bound above, which die
+    # with this frame) leaves sys.modules, so a job that imports it loads it
+    # afresh, and the bootstrap's entry is deleted below.
+    for name in [n for n in sys.modules if n in ("ctypes", "_ctypes") or n.startswith("ctypes.")]:
+        del sys.modules[name]
+    return heavy
+
+
+_heavy = _zygote()
+del _zygote
+_main(_heavy)
