@@ -16,13 +16,14 @@
 
 
 def _zygote():
+    wanted = [m for m in os.environ.get("SCRATCHRUN_PRELOAD", "").split(",") if m]  # _preload pops it
     heavy = _preload()
     # _preload skips a module that fails to import; in a zygote's world (no
     # /root, /tmp or anything writable) one may fail halfway and leave its
     # package without the submodules it expects, which every call would
     # then inherit. Serve nothing rather than that: the engine's sandboxes
     # go to the helper.
-    missing = [m for m in os.environ.get("SCRATCHRUN_PRELOAD", "").split(",") if m and m not in sys.modules]
+    missing = [m for m in wanted if m not in sys.modules]
     if missing:
         sys.stderr.write("zygote: could not preload %s\n" % ", ".join(missing))
         os._exit(2)

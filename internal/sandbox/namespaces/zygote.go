@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/scratchrun/scratchrun/internal/sandbox"
 	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces/spawner"
@@ -118,14 +119,31 @@ func (b *Backend) startZygoteFor(zc sandbox.Zygote, img sandbox.Image) (*zygoteP
 	return b.startZygote(img, zc.Argv, zc.Env)
 }
 
+// retiredLinger bounds how long a retired zygote's launcher may outlive
+// its retirement: its sandboxes, which it holds, run at most their
+// lifetime (a session's is an hour at most), and then something the
+// engine does not know of keeps its pid namespace alive (a zygote taken
+// over, say): it is killed, namespace and all, so that Close cannot wait
+// forever (it waits this long at most, in that case: the bound is the
+// sandboxes' own, since a retired zygote's are still someone's).
+const retiredLinger = 2 * time.Hour
+
 // retireZygote retires z and counts it until it and its sandboxes are
-// gone (Close waits for that).
+// gone (Close waits for that, and kills it after retiredLinger).
 func (b *Backend) retireZygote(z *zygoteProcess) {
 	z.Retire()
 	b.zygotesGone.Add(1)
 	go func() {
 		defer b.zygotesGone.Done()
-		<-z.gone
+		linger := time.NewTimer(retiredLinger)
+		defer linger.Stop()
+		select {
+		case <-z.gone:
+		case <-linger.C:
+			b.opts.Logger.Warn("killing a retired zygote still running", "pid", z.Pid())
+			z.Kill()
+			<-z.gone
+		}
 		if z.goneErr != nil {
 			b.opts.Logger.Warn("removing a retired zygote's stage", "err", z.goneErr)
 		}

@@ -40,6 +40,9 @@ attempt("seteuid_own_block", own)
 attempt("setgid_sandbox", lambda: os.setgid(%[2]d))
 attempt("setgroups", lambda: os.setgroups([%[2]d]))
 attempt("kill_test", lambda: os.kill(%[5]d, 0))
+attempt("proc1_root", lambda: os.listdir("/proc/1/root/"))
+attempt("proc1_cwd", lambda: os.listdir("/proc/1/cwd/"))
+attempt("proc1_mem", lambda: os.close(os.open("/proc/1/mem", os.O_RDWR)))
 libc = ctypes.CDLL(None, use_errno=True)
 r["ptrace"] = ctypes.get_errno() if libc.ptrace(16, 1, 0, 0) < 0 else 0
 r["pid"] = os.getpid()
@@ -97,6 +100,13 @@ func TestZygoteIsConfined(t *testing.T) {
 	for _, k := range []string{"setuid_outside", "seteuid_sandbox", "seteuid_other_owner", "setgid_sandbox", "setgroups", "ptrace"} {
 		if report[k] != eperm {
 			t.Errorf("%s: %v, want EPERM", k, report[k])
+		}
+	}
+	// Its pid 1 (the launcher's reaper) is uid 0 in the engine's mount
+	// namespace: through /proc/1 it would reach the host's file system.
+	for _, k := range []string{"proc1_root", "proc1_cwd", "proc1_mem"} {
+		if report[k] == 0.0 {
+			t.Errorf("%s: opened from inside the zygote, want EACCES or EPERM", k)
 		}
 	}
 	if report["seteuid_own_block"] != 0.0 {

@@ -232,6 +232,10 @@ func (s *Spawner) Close() error {
 // Pid is the helper's process id.
 func (s *Spawner) Pid() int { return s.cmd.Process.Pid }
 
+// Kill ends the helper at once (SIGKILL); every child that dies with it
+// (a zygote launcher's whole pid namespace) goes too.
+func (s *Spawner) Kill() { _ = s.cmd.Process.Kill() }
+
 // Dead reports whether the helper is gone.
 func (s *Spawner) Dead() bool {
 	s.mu.Lock()

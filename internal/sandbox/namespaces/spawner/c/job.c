@@ -99,8 +99,10 @@ struct prestarted prestart(const struct setup *s) {
 	if (pipe2(pipe_fds, O_CLOEXEC) < 0)
 		return p;
 	zygote_entering = zygote_mode; // a zygote's interpreter is forked, not executed
+	zygote_host_paths[0] = s->rootfs, zygote_host_paths[1] = s->mount_dir;
 	pid_t pid = start_process(s->prestart_argv, s->prestart_env, s->prestart_dir, pipe_fds[0], -1);
 	zygote_entering = 0;
+	zygote_host_paths[0] = zygote_host_paths[1] = NULL;
 	close(pipe_fds[0]);
 	if (pid < 0) {
 		close(pipe_fds[1]);

@@ -16,6 +16,7 @@
 
 int zygote_mode;
 int zygote_entering;
+char *zygote_host_paths[2];
 
 // Weak: the tests link the init's sources without spawn.c.
 void spawner_forget(void) __attribute__((weak));
@@ -60,6 +61,9 @@ void zygote_enter(const char *argv0) {
 		return;
 	const char *name = strrchr(argv0, '/');
 	prctl(PR_SET_NAME, name ? name + 1 : argv0);
+	for (int i = 0; i < 2; i++)
+		if (zygote_host_paths[i])
+			explicit_bzero(zygote_host_paths[i], strlen(zygote_host_paths[i]));
 	if (spawner_forget) // absent only from test programs built without spawn.c
 		spawner_forget();
 	siglongjmp(zygote_entry, 1);

@@ -13,6 +13,12 @@
 extern int zygote_mode;
 extern int zygote_entering;
 
+// zygote_host_paths, set while init pre-starts the interpreter in a
+// zygote, are init's copies of host paths (the image's view, the mount
+// directory): zygote_enter zeroes them in the interpreter's process, which
+// is a copy of init's memory where an exec would have left none.
+extern char *zygote_host_paths[2];
+
 // zygote_entry is scratchrun_zygote_serve's frame (zygote_serve.c). Every
 // process the zygote makes is a copy of it that has not returned from that
 // frame (the sandbox's init is a clone inside spawn(), the interpreter a

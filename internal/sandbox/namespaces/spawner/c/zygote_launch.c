@@ -152,6 +152,13 @@ static int reap(pid_t zygote) {
 	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
 	struct __user_cap_data_struct none[2];
 	memset(none, 0, sizeof none);
+	// Not dumpable first: it is uid 0 in the engine's mount namespace, and
+	// a dumpable process of the zygote's uid is one the zygote may open
+	// /proc/1/root, /proc/1/cwd and /proc/1/mem of (ptrace's access check
+	// passes for the same uid whatever the capabilities): the host's whole
+	// file system. Dropping capabilities does not clear dumpable.
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 || chdir("/") < 0)
+		_exit(1);
 	if (syscall(SYS_capset, &hdr, none) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		_exit(1);
 	int status = 1, st;
