@@ -121,7 +121,7 @@ func New(s Settings, g Gauges) *Controller {
 	}
 	// The first readings, so that the first calls have something to
 	// stand on.
-	c.refresh(true)
+	c.refresh()
 	go c.loop()
 	return c
 }
@@ -429,7 +429,7 @@ func (c *Controller) RoomFor(bytes int64) bool {
 	// The pool builds one sandbox after another: each decision must see
 	// the one before it, so read now (in the pool's goroutine, outside
 	// the lock, never on a call's path).
-	c.refresh(true)
+	c.refresh()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.queue.len() > 0 {

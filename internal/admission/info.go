@@ -8,7 +8,7 @@ import (
 // to, what it would admit now and what it refused (execapi.Info's
 // Admission, /metrics).
 func (c *Controller) Info() execapi.AdmissionInfo {
-	c.refresh(true)
+	c.refresh()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	i := execapi.AdmissionInfo{

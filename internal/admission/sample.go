@@ -80,17 +80,11 @@ func (c *Controller) staleLocked(now time.Time) bool {
 		c.cpuOn() && now.Sub(c.gauges.cpuAt) > maxStale
 }
 
-// refresh reads the gauges outside the lock and applies them: always, or
-// (always false) only when they are too old to decide on. For what is not
-// on a call's path (New, Info, RoomFor).
-func (c *Controller) refresh(always bool) {
-	now := time.Now()
+// refresh reads the gauges outside the lock and applies them. For what is
+// not on a call's path (New, Info, RoomFor).
+func (c *Controller) refresh() {
 	c.mu.Lock()
 	l := look{memory: c.memoryOn(), cpu: c.cpuOn()}
-	if !always && !c.staleLocked(now) {
-		c.mu.Unlock()
-		return
-	}
 	c.mu.Unlock()
 	l.readGauges(c.g)
 	c.mu.Lock()

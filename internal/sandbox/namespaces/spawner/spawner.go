@@ -28,6 +28,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -154,6 +155,10 @@ type Spawner struct {
 	sock int // our end of the SOCK_SEQPACKET pair
 	cmd  *exec.Cmd
 	dead error // wraps ErrDead once the helper is gone
+	// gone mirrors dead != nil for Dead, which must not wait for s.mu:
+	// a request holds it until the helper replies, and a zygote pool asks
+	// Dead under its own lock.
+	gone atomic.Bool
 	// exited is closed once the helper has exited and been reaped.
 	exited chan struct{}
 	// stderr holds a zygote's first words on stderr (nil for the helper).
@@ -225,7 +230,7 @@ func (s *Spawner) Close() error {
 		unix.Close(s.sock) // EOF: the helper exits
 		s.sock = -1
 	}
-	s.dead = fmt.Errorf("%w: closed", ErrDead)
+	s.markDead(fmt.Errorf("%w: closed", ErrDead))
 	return nil
 }
 
@@ -237,10 +242,13 @@ func (s *Spawner) Pid() int { return s.cmd.Process.Pid }
 func (s *Spawner) Kill() { _ = s.cmd.Process.Kill() }
 
 // Dead reports whether the helper is gone.
-func (s *Spawner) Dead() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.dead != nil
+func (s *Spawner) Dead() bool { return s.gone.Load() }
+
+// markDead records why the helper is gone; s.mu is held.
+func (s *Spawner) markDead(err error) error {
+	s.dead = err
+	s.gone.Store(true)
+	return err
 }
 
 // Request describes one sandbox init.
@@ -354,8 +362,7 @@ func (s *Spawner) Spawn(ctx context.Context, r Request) (*Process, error) {
 		return 0, unix.Sendmsg(s.sock, msg.Bytes(), unix.UnixRights(fds...), nil, unix.MSG_NOSIGNAL)
 	}); err != nil {
 		if errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET) || errors.Is(err, unix.ENOTCONN) {
-			s.dead = fmt.Errorf("%w: %v", ErrDead, err)
-			return nil, s.dead
+			return nil, s.markDead(fmt.Errorf("%w: %v", ErrDead, err))
 		}
 		return nil, fmt.Errorf("spawner: send request: %w", err)
 	}
@@ -373,8 +380,7 @@ func (s *Spawner) Spawn(ctx context.Context, r Request) (*Process, error) {
 	if err != nil || n == 0 {
 		// Gone, or stuck past replyTimeout: either way the conversation is
 		// out of step now. (A stuck helper keeps its children until Close.)
-		s.dead = fmt.Errorf("%w: %v", ErrDead, err)
-		return nil, s.dead
+		return nil, s.markDead(fmt.Errorf("%w: %v", ErrDead, err))
 	}
 	var rep reply
 	if err := binary.Read(bytes.NewReader(buf[:n]), binary.NativeEndian, &rep); err != nil {
