@@ -77,10 +77,15 @@ func (s *gvSandbox) start(ctx context.Context, cfg sandbox.Config, platform stri
 		in.memory = cfg.MemoryBytes + b.overhead
 	}
 	if cfg.MaxPids > 0 {
-		// The host sees the Sentry's and gofer's threads and systrap's stub
-		// threads (about one per application thread): the backstop is set
-		// well above what RLIMIT_NPROC lets user code create inside.
-		in.hostPids = 2*cfg.MaxPids + 256
+		// The host sees the Sentry's and gofer's threads and systrap's
+		// stub processes and threads (two or more per application
+		// process, and those of processes just gone linger): a fork bomb
+		// held at RLIMIT_NPROC 256 inside was measured at 662 host tasks.
+		// Where the Sentry cannot clone a thread it needs it panics and
+		// the whole sandbox ends without a result (seen at the old
+		// backstop, 768), so the backstop is set far above that: it is
+		// for a Sentry taken over, not for user code.
+		in.hostPids = 4*cfg.MaxPids + 512
 	}
 	if b.cgroups != nil {
 		g, err := b.cgroups.Create(s.id, cgroups.Limits{MemoryBytes: in.memory, MaxPids: in.hostPids, CPUs: cfg.CPUs, Background: cfg.Background})
@@ -229,7 +234,14 @@ func (s *gvSandbox) Measure(out *sandbox.Outcome, res initproto.ResultMessage) {
 
 // Diagnostics implements hostside.Host: runsc's own messages (see
 // diagnostics).
-func (s *gvSandbox) Diagnostics() string { return s.diagnostics() }
+func (s *gvSandbox) Diagnostics() string {
+	msg := s.diagnostics()
+	if s.group != nil && s.group.PidsLimitHits() > 0 {
+		// The Sentry panics where it cannot clone a thread it needs.
+		msg += " (the host's task limit for the Sentry and its stubs was hit)"
+	}
+	return msg
+}
 
 // exited reports whether runsc has exited.
 func (s *gvSandbox) exited() bool { return hostside.Ended(s.waitDone) }
