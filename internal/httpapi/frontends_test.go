@@ -88,8 +88,11 @@ func keyConcurrencyAcrossFrontEnds(t *testing.T, db string) {
 	wg.Wait()
 	t.Logf("%d calls through two front ends: at most %d at once, %d refusals for concurrency; served %d and %d",
 		callers*calls, meter.most.Load(), refused.Load(), served[0].Load(), served[1].Load())
-	if most := meter.most.Load(); most != 2 {
-		t.Errorf("a concurrency-2 key ran %d at once across two front ends", most)
+	// That 2 ran at once shows in the refusals (each at the key's limit),
+	// not surely in the fake's own timing of the runs, which a loaded
+	// machine can keep from overlapping.
+	if most := meter.most.Load(); most > 2 || refused.Load() == 0 {
+		t.Errorf("a concurrency-2 key ran %d at once across two front ends, %d refused at its limit", most, refused.Load())
 	}
 	if meter.ran.Load() != callers*calls || served[0].Load() == 0 || served[1].Load() == 0 {
 		t.Errorf("ran %d of %d calls; each front end must serve some", meter.ran.Load(), callers*calls)

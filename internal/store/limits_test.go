@@ -56,12 +56,28 @@ func TestRateSharedAcrossHandles(t *testing.T) {
 }
 
 // A key with concurrency 2, hammered through three handles at once, never
-// has more than 2 calls admitted, and every call gets in in the end.
+// has more than 2 calls admitted, and every call gets in in the end. That
+// 2 were admitted at once shows in the refusals (each says the limit of 2
+// was reached), not in the calls' own overlap: under the race detector on
+// a loaded machine the windows this test times can miss each other.
 func TestConcurrencySharedAcrossHandles(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		ctx := context.Background()
 		handles := []*Store{b.open(t), b.open(t), b.open(t)}
 		k, _, _ := handles[0].CreateKey(ctx, NewKey{Name: "two", RatePerMin: 1 << 20, Concurrency: 2})
+		// Two at once through two handles, and not a third.
+		first, err1 := handles[0].Admit(ctx, k.ID, time.Second)
+		second, err2 := handles[1].Admit(ctx, k.ID, time.Second)
+		_, err3 := handles[2].Admit(ctx, k.ID, time.Second)
+		var le *LimitError
+		if err1 != nil || err2 != nil || !errors.As(err3, &le) || le.Limit != LimitConcurrency {
+			t.Fatalf("two calls then a third of a concurrency-2 key: %v, %v, %v", err1, err2, err3)
+		}
+		for _, l := range []Lease{first, second} {
+			if err := handles[0].Release(ctx, l, false); err != nil {
+				t.Fatal(err)
+			}
+		}
 		var inFlight, most, refused atomic.Int64
 		atOnce(t, 12, handles, func(_ int, s *Store) error {
 			for range 4 {
@@ -92,8 +108,8 @@ func TestConcurrencySharedAcrossHandles(t *testing.T) {
 			return nil
 		})
 		t.Logf("48 calls of a concurrency-2 key through 3 handles: at most %d at once, %d refusals", most.Load(), refused.Load())
-		if most.Load() != 2 {
-			t.Errorf("at most %d calls at once, want exactly 2", most.Load())
+		if most.Load() > 2 {
+			t.Errorf("%d calls at once, want 2 at most", most.Load())
 		}
 		if refused.Load() == 0 {
 			t.Error("no call was ever refused: the test did not contend")
