@@ -12,6 +12,7 @@ import (
 	"github.com/scratchrun/scratchrun/internal/leakcheck"
 	"github.com/scratchrun/scratchrun/internal/sandbox"
 	"github.com/scratchrun/scratchrun/internal/sandbox/hostside"
+	"github.com/scratchrun/scratchrun/internal/sandbox/sessiontest"
 	"github.com/scratchrun/scratchrun/internal/testenv"
 )
 
@@ -50,23 +51,6 @@ func openSessionOn(t *testing.T, runtime string) (sandbox.Sandbox, sandbox.Sessi
 	return sb, ss
 }
 
-// call is one job's outcome and output.
-type call struct {
-	sandbox.Outcome
-	stdout, stderr string
-}
-
-func mustRun(t *testing.T, ss sandbox.Session, timeout time.Duration, script string) call {
-	t.Helper()
-	var stdout, stderr bytes.Buffer
-	o, err := ss.RunNext(context.Background(), sandbox.Job{Argv: bash(script), Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/root"},
-		Dir: "/tmp", Timeout: timeout, MaxReturnBytes: 1 << 20, Stdout: &stdout, Stderr: &stderr})
-	if err != nil {
-		t.Fatalf("run %q: %v", script, err)
-	}
-	return call{o, stdout.String(), stderr.String()}
-}
-
 // PR_SET_CHILD_SUBREAPER works inside runsc as on Linux: a process the job
 // orphans (a double fork) reparents to the job's keeper, not to pid 1 of
 // its pid namespace (the reaper), so it still counts among the job's
@@ -74,14 +58,14 @@ func mustRun(t *testing.T, ss sandbox.Session, timeout time.Duration, script str
 // process leads no process group (it may call setsid, as elsewhere).
 func TestSessionSubreaperInRunsc(t *testing.T) {
 	_, ss := openSession(t)
-	c := mustRun(t, ss, 20*time.Second, `( sleep 1000 & echo $! > /tmp/orphan.pid ); echo $$ > /tmp/main.pid`)
+	c := sessiontest.Run(t, ss, 20*time.Second, `( sleep 1000 & echo $! > /tmp/orphan.pid ); echo $$ > /tmp/main.pid`)
 	if c.ExitCode != 0 || c.Left != 1 || !c.Separated || c.Ended {
-		t.Fatalf("the orphan is not the job's: %+v, stderr %q", c.Outcome, c.stderr)
+		t.Fatalf("the orphan is not the job's: %+v, stderr %q", c.Outcome, c.Stderr)
 	}
-	c = mustRun(t, ss, 20*time.Second, `ppid=$(awk '/^PPid:/ {print $2}' /proc/$(cat /tmp/orphan.pid)/status); [ "$ppid" -gt 1 ] && [ "$ppid" != "$(cat /tmp/main.pid)" ] && echo keeper
+	c = sessiontest.Run(t, ss, 20*time.Second, `ppid=$(awk '/^PPid:/ {print $2}' /proc/$(cat /tmp/orphan.pid)/status); [ "$ppid" -gt 1 ] && [ "$ppid" != "$(cat /tmp/main.pid)" ] && echo keeper
 [ "$(cut -d' ' -f5 /proc/$$/stat)" != "$$" ] && echo no-group-leader`)
-	if c.stdout != "keeper\nno-group-leader\n" {
-		t.Errorf("the orphan's parent is not its keeper: %+v, stdout %q, stderr %q", c.Outcome, c.stdout, c.stderr)
+	if c.Stdout != "keeper\nno-group-leader\n" {
+		t.Errorf("the orphan's parent is not its keeper: %+v, stdout %q, stderr %q", c.Outcome, c.Stdout, c.Stderr)
 	}
 }
 
@@ -95,17 +79,17 @@ func TestSessionJobsFilesAndTimeouts(t *testing.T) {
 	if _, err := sb.Run(ctx, sandbox.Job{Argv: []string{"/bin/true"}}); err == nil {
 		t.Error("a session sandbox ran a plain Run")
 	}
-	c := mustRun(t, ss, 20*time.Second, `echo kept > /code/state; sleep 1000 & echo $! > /tmp/bg.pid; echo one`)
-	if c.ExitCode != 0 || c.stdout != "one\n" || c.Left != 1 || !c.Separated || c.Ended {
-		t.Fatalf("first job: %+v, stderr %q", c.Outcome, c.stderr)
+	c := sessiontest.Run(t, ss, 20*time.Second, `echo kept > /code/state; sleep 1000 & echo $! > /tmp/bg.pid; echo one`)
+	if c.ExitCode != 0 || c.Stdout != "one\n" || c.Left != 1 || !c.Separated || c.Ended {
+		t.Fatalf("first job: %+v, stderr %q", c.Outcome, c.Stderr)
 	}
-	c = mustRun(t, ss, time.Second, `( setsid sleep 1000 & echo $! > /tmp/j2.pid ); sleep 1000`)
+	c = sessiontest.Run(t, ss, time.Second, `( setsid sleep 1000 & echo $! > /tmp/j2.pid ); sleep 1000`)
 	if !c.TimedOut || !c.Separated || c.Ended || c.ExitCode != 137 {
 		t.Fatalf("timed-out job: %+v", c.Outcome)
 	}
 	check := `cat /code/state; kill -0 "$(cat /tmp/bg.pid)" && echo bg-alive; kill -0 "$(cat /tmp/j2.pid)" 2>/dev/null || echo j2-gone; exit 3`
-	if c := mustRun(t, ss, 20*time.Second, check); c.stdout != "kept\nbg-alive\nj2-gone\n" || c.ExitCode != 3 {
-		t.Errorf("after the timeout: %+v, stdout %q, stderr %q", c.Outcome, c.stdout, c.stderr)
+	if c := sessiontest.Run(t, ss, 20*time.Second, check); c.Stdout != "kept\nbg-alive\nj2-gone\n" || c.ExitCode != 3 {
+		t.Errorf("after the timeout: %+v, stdout %q, stderr %q", c.Outcome, c.Stdout, c.Stderr)
 	}
 
 	cctx, cancel := context.WithCancel(ctx)
@@ -122,18 +106,18 @@ func TestSessionJobsFilesAndTimeouts(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled job: %v", err)
 	}
-	if c := mustRun(t, ss, 20*time.Second, `kill -0 "$(cat /tmp/bg.pid)" && echo bg-alive; kill -0 "$(cat /tmp/j4.pid)" 2>/dev/null || echo j4-gone`); c.stdout != "bg-alive\nj4-gone\n" {
-		t.Errorf("after the cancel: %+v, stdout %q, stderr %q", c.Outcome, c.stdout, c.stderr)
+	if c := sessiontest.Run(t, ss, 20*time.Second, `kill -0 "$(cat /tmp/bg.pid)" && echo bg-alive; kill -0 "$(cat /tmp/j4.pid)" 2>/dev/null || echo j4-gone`); c.Stdout != "bg-alive\nj4-gone\n" {
+		t.Errorf("after the cancel: %+v, stdout %q, stderr %q", c.Outcome, c.Stdout, c.Stderr)
 	}
 
 	data := []byte{0, 1, 2, 0xff, 0xfe, '\n', 0}
 	if err := ss.WriteFile(ctx, "/code/new/dir/in.bin", data); err != nil {
 		t.Fatal(err)
 	}
-	c = mustRun(t, ss, 20*time.Second, `od -An -tx1 /code/new/dir/in.bin | tr -d ' \n'; printf '\000\377x' > /tmp/out.bin
+	c = sessiontest.Run(t, ss, 20*time.Second, `od -An -tx1 /code/new/dir/in.bin | tr -d ' \n'; printf '\000\377x' > /tmp/out.bin
 ln -s ../../../../etc/hostname /tmp/up; ln -s /proc/1 /tmp/p1; ln -s /proc/self/root /tmp/magic; ln -s /proc/self /tmp/dir; mkfifo /tmp/fifo`)
-	if c.stdout != "000102fffe0a00" {
-		t.Errorf("the job read %q (stderr %q)", c.stdout, c.stderr)
+	if c.Stdout != "000102fffe0a00" {
+		t.Errorf("the job read %q (stderr %q)", c.Stdout, c.Stderr)
 	}
 	if got, err := ss.ReadFile(ctx, "/tmp/out.bin", 1<<20); err != nil || !bytes.Equal(got, []byte{0, 0xff, 'x'}) {
 		t.Errorf("read back %q, %v", got, err)
@@ -152,8 +136,8 @@ ln -s ../../../../etc/hostname /tmp/up; ln -s /proc/1 /tmp/p1; ln -s /proc/self/
 	if _, err := ss.ReadFile(ctx, "/tmp/out.bin", 2); err == nil {
 		t.Error("a file larger than max was read")
 	}
-	if c := mustRun(t, ss, 20*time.Second, `[ -p /tmp/fifo ] && [ -L /tmp/up ] && ! [ -e /tmp/x ] && echo kept`); c.stdout != "kept\n" {
-		t.Errorf("after the refused writes: %+v, stdout %q", c.Outcome, c.stdout)
+	if c := sessiontest.Run(t, ss, 20*time.Second, `[ -p /tmp/fifo ] && [ -L /tmp/up ] && ! [ -e /tmp/x ] && echo kept`); c.Stdout != "kept\n" {
+		t.Errorf("after the refused writes: %+v, stdout %q", c.Outcome, c.Stdout)
 	}
 	if !ss.Alive() {
 		t.Error("the session is not alive after its jobs")
@@ -175,7 +159,7 @@ func (w *signalWriter) Write(p []byte) (int, error) {
 // told apart from the session's: the result says so and the session ends.
 func TestSessionKeeperKilledEndsIt(t *testing.T) {
 	_, ss := openSession(t)
-	c := mustRun(t, ss, 20*time.Second, `sleep 1000 & kill -9 $PPID; wait`)
+	c := sessiontest.Run(t, ss, 20*time.Second, `sleep 1000 & kill -9 $PPID; wait`)
 	if c.Separated || !c.Ended || !strings.Contains(strings.Join(c.Notes, " "), "keeper") {
 		t.Fatalf("a job that killed its keeper: %+v", c.Outcome)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/scratchrun/scratchrun/internal/sandbox"
+	"github.com/scratchrun/scratchrun/internal/sandbox/sessiontest"
 	"github.com/scratchrun/scratchrun/internal/testenv"
 )
 
@@ -45,14 +46,14 @@ func fork(t *testing.T, ss sandbox.Session, cfg sandbox.Config) (sandbox.Session
 // leaves nothing behind.
 func TestSessionForkCopiesFiles(t *testing.T) {
 	_, ss := openSession(t, "bash")
-	setup := mustRun(t, ss, 20*time.Second, `set -e
+	setup := sessiontest.Run(t, ss, 20*time.Second, `set -e
 echo parent > /code/a; mkdir -p /tmp/d/e; printf '\000\001\377' > /tmp/d/e/bin; echo shm > /dev/shm/s
 echo new > /etc/newfile; rm /etc/debian_version; mkdir -p /opt/x; echo x > /opt/x/f
 ln -s /proc/1/root /tmp/escape; ln -s ../../../../../etc/passwd /code/up; mkfifo /tmp/fifo
 echo s > /tmp/suid; chmod 4755 /tmp/suid; echo n > /tmp/nobody; chown 65534:65534 /tmp/nobody; chmod 640 /tmp/nobody
 sleep 1000 &`)
 	if setup.ExitCode != 0 {
-		t.Fatalf("the parent's files: %+v, stderr %q", setup.Outcome, setup.stderr)
+		t.Fatalf("the parent's files: %+v, stderr %q", setup.Outcome, setup.Stderr)
 	}
 	img, _ := env.Image(t, "bash")
 	cfg := testenv.SandboxConfig(img)
@@ -64,19 +65,19 @@ sleep 1000 &`)
 	check := `cat /code/a; od -An -tx1 /tmp/d/e/bin | tr -d ' \n'; echo; cat /dev/shm/s /etc/newfile; [ -e /etc/debian_version ] || echo gone
 cat /opt/x/f; readlink /tmp/escape; readlink /code/up; [ -e /tmp/fifo ] || echo no-fifo
 stat -c %a /tmp/suid; stat -c %u:%g:%a /tmp/nobody; for p in /proc/[0-9]*; do cat $p/comm; done | grep -c '^sleep$' || true`
-	if c := mustRun(t, child, 20*time.Second, check); c.stdout != want {
-		t.Errorf("the fork has:\n%s\nwant:\n%s\nstderr %q", c.stdout, want, c.stderr)
+	if c := sessiontest.Run(t, child, 20*time.Second, check); c.Stdout != want {
+		t.Errorf("the fork has:\n%s\nwant:\n%s\nstderr %q", c.Stdout, want, c.Stderr)
 	}
-	mustRun(t, child, 20*time.Second, `echo child > /code/a; echo c > /tmp/only-child`)
-	mustRun(t, ss, 20*time.Second, `echo p > /tmp/only-parent`)
-	if c := mustRun(t, ss, 20*time.Second, `cat /code/a; ls /tmp/only-child /tmp/only-parent 2>/dev/null`); c.stdout != "parent\n/tmp/only-parent\n" {
-		t.Errorf("the parent after the fork: %q", c.stdout)
+	sessiontest.Run(t, child, 20*time.Second, `echo child > /code/a; echo c > /tmp/only-child`)
+	sessiontest.Run(t, ss, 20*time.Second, `echo p > /tmp/only-parent`)
+	if c := sessiontest.Run(t, ss, 20*time.Second, `cat /code/a; ls /tmp/only-child /tmp/only-parent 2>/dev/null`); c.Stdout != "parent\n/tmp/only-parent\n" {
+		t.Errorf("the parent after the fork: %q", c.Stdout)
 	}
-	if c := mustRun(t, child, 20*time.Second, `cat /code/a; ls /tmp/only-child /tmp/only-parent 2>/dev/null`); c.stdout != "child\n/tmp/only-child\n" {
-		t.Errorf("the fork after it: %q", c.stdout)
+	if c := sessiontest.Run(t, child, 20*time.Second, `cat /code/a; ls /tmp/only-child /tmp/only-parent 2>/dev/null`); c.Stdout != "child\n/tmp/only-child\n" {
+		t.Errorf("the fork after it: %q", c.Stdout)
 	}
 
-	mustRun(t, ss, 20*time.Second, `head -c 3000000 /dev/zero > /tmp/big`)
+	sessiontest.Run(t, ss, 20*time.Second, `head -c 3000000 /dev/zero > /tmp/big`)
 	small := cfg
 	small.TmpBytes = 1 << 20
 	if _, err := fork(t, ss, small); !errors.Is(err, errForkTooLarge) || !strings.Contains(err.Error(), "/tmp/big") {
@@ -94,8 +95,8 @@ stat -c %a /tmp/suid; stat -c %u:%g:%a /tmp/nobody; for p in /proc/[0-9]*; do ca
 // checks), and the parent keeps its files and runs on.
 func TestSessionForkBeyondTheChildsMemoryFails(t *testing.T) {
 	_, ss := openSession(t, "bash")
-	if r := mustRun(t, ss, 20*time.Second, `head -c 48m /dev/zero > /tmp/big && echo ok`); r.stdout != "ok\n" {
-		t.Fatalf("the parent's files: %+v, stderr %q", r.Outcome, r.stderr)
+	if r := sessiontest.Run(t, ss, 20*time.Second, `head -c 48m /dev/zero > /tmp/big && echo ok`); r.Stdout != "ok\n" {
+		t.Fatalf("the parent's files: %+v, stderr %q", r.Outcome, r.Stderr)
 	}
 	img, _ := env.Image(t, "bash")
 	cfg := testenv.SandboxConfig(img)
@@ -114,7 +115,7 @@ func TestSessionForkBeyondTheChildsMemoryFails(t *testing.T) {
 	if !ss.Alive() {
 		t.Fatal("the parent is not alive after the forks")
 	}
-	if r := mustRun(t, ss, 20*time.Second, `stat -c %s /tmp/big`); r.stdout != "50331648\n" {
-		t.Errorf("the parent after the fork: %q", r.stdout)
+	if r := sessiontest.Run(t, ss, 20*time.Second, `stat -c %s /tmp/big`); r.Stdout != "50331648\n" {
+		t.Errorf("the parent after the fork: %q", r.Stdout)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/scratchrun/scratchrun/internal/sandbox"
 	"github.com/scratchrun/scratchrun/internal/sandbox/hostside"
+	"github.com/scratchrun/scratchrun/internal/sandbox/sessiontest"
 	"github.com/scratchrun/scratchrun/internal/testenv"
 )
 
@@ -43,29 +44,6 @@ func openSession(t *testing.T, runtime string) (sandbox.Sandbox, sandbox.Session
 	return sb, ss
 }
 
-// call is one job's outcome and output.
-type call struct {
-	sandbox.Outcome
-	stdout, stderr string
-}
-
-func runNext(t *testing.T, ctx context.Context, ss sandbox.Session, timeout time.Duration, argv ...string) (call, error) {
-	t.Helper()
-	var stdout, stderr bytes.Buffer
-	o, err := ss.RunNext(ctx, sandbox.Job{Argv: argv, Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/root", "LANG=C.UTF-8"},
-		Dir: "/tmp", Timeout: timeout, MaxReturnBytes: 1 << 20, Stdout: &stdout, Stderr: &stderr})
-	return call{o, stdout.String(), stderr.String()}, err
-}
-
-func mustRun(t *testing.T, ss sandbox.Session, timeout time.Duration, script string) call {
-	t.Helper()
-	c, err := runNext(t, context.Background(), ss, timeout, "/bin/bash", "-c", script)
-	if err != nil {
-		t.Fatalf("run %q: %v", script, err)
-	}
-	return c
-}
-
 // A session sandbox keeps what a job leaves, files and a background
 // process, for the jobs after it; each job's output is its own; and the
 // sandbox refuses a plain Run.
@@ -74,14 +52,14 @@ func TestSessionKeepsFilesAndProcesses(t *testing.T) {
 	if _, err := sb.Run(context.Background(), sandbox.Job{Argv: []string{"/bin/true"}}); err == nil {
 		t.Error("a session sandbox ran a plain Run")
 	}
-	c1 := mustRun(t, ss, 20*time.Second, `echo kept > /code/state; sleep 1000 & echo $! > /tmp/bg.pid; echo one`)
-	if c1.ExitCode != 0 || c1.stdout != "one\n" || c1.Left != 1 || !c1.Separated || c1.Ended {
+	c1 := sessiontest.Run(t, ss, 20*time.Second, `echo kept > /code/state; sleep 1000 & echo $! > /tmp/bg.pid; echo one`)
+	if c1.ExitCode != 0 || c1.Stdout != "one\n" || c1.Left != 1 || !c1.Separated || c1.Ended {
 		t.Fatalf("first job: %+v", c1)
 	}
 	for i, want := range []int{0, 3} {
-		c := mustRun(t, ss, 20*time.Second, `cat /code/state; kill -0 "$(cat /tmp/bg.pid)" && echo alive; exit `+[]string{"0", "3"}[i])
-		if c.ExitCode != want || c.stdout != "kept\nalive\n" || c.Ended {
-			t.Errorf("job %d: %+v, stdout %q, stderr %q", i+2, c.Outcome, c.stdout, c.stderr)
+		c := sessiontest.Run(t, ss, 20*time.Second, `cat /code/state; kill -0 "$(cat /tmp/bg.pid)" && echo alive; exit `+[]string{"0", "3"}[i])
+		if c.ExitCode != want || c.Stdout != "kept\nalive\n" || c.Ended {
+			t.Errorf("job %d: %+v, stdout %q, stderr %q", i+2, c.Outcome, c.Stdout, c.Stderr)
 		}
 	}
 	if !ss.Alive() {
@@ -97,14 +75,14 @@ func TestSessionKeepsFilesAndProcesses(t *testing.T) {
 // cancelled the same way.
 func TestSessionTimeoutKillsOnlyTheCall(t *testing.T) {
 	_, ss := openSession(t, "bash")
-	mustRun(t, ss, 20*time.Second, `sleep 1000 & echo $! > /tmp/bg.pid`)
-	c := mustRun(t, ss, time.Second, `( setsid sleep 1000 & echo $! > /tmp/j2.pid ); sleep 1000`)
+	sessiontest.Run(t, ss, 20*time.Second, `sleep 1000 & echo $! > /tmp/bg.pid`)
+	c := sessiontest.Run(t, ss, time.Second, `( setsid sleep 1000 & echo $! > /tmp/j2.pid ); sleep 1000`)
 	if !c.TimedOut || !c.Separated || c.Ended || c.ExitCode != 137 {
 		t.Fatalf("timed-out job: %+v", c.Outcome)
 	}
 	check := `kill -0 "$(cat /tmp/bg.pid)" && echo bg-alive; kill -0 "$(cat /tmp/j2.pid)" 2>/dev/null || echo j2-gone`
-	if c := mustRun(t, ss, 20*time.Second, check); c.stdout != "bg-alive\nj2-gone\n" || c.ExitCode != 0 {
-		t.Errorf("after the timeout: %+v, stdout %q, stderr %q", c.Outcome, c.stdout, c.stderr)
+	if c := sessiontest.Run(t, ss, 20*time.Second, check); c.Stdout != "bg-alive\nj2-gone\n" || c.ExitCode != 0 {
+		t.Errorf("after the timeout: %+v, stdout %q, stderr %q", c.Outcome, c.Stdout, c.Stderr)
 	}
 
 	// Cancelled once it has printed: the job's processes go, the session stays.
@@ -122,8 +100,8 @@ func TestSessionTimeoutKillsOnlyTheCall(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled job: %v", err)
 	}
-	if c := mustRun(t, ss, 20*time.Second, `kill -0 "$(cat /tmp/bg.pid)" && echo bg-alive; kill -0 "$(cat /tmp/j4.pid)" 2>/dev/null || echo j4-gone`); c.stdout != "bg-alive\nj4-gone\n" {
-		t.Errorf("after the cancel: %+v, stdout %q, stderr %q", c.Outcome, c.stdout, c.stderr)
+	if c := sessiontest.Run(t, ss, 20*time.Second, `kill -0 "$(cat /tmp/bg.pid)" && echo bg-alive; kill -0 "$(cat /tmp/j4.pid)" 2>/dev/null || echo j4-gone`); c.Stdout != "bg-alive\nj4-gone\n" {
+		t.Errorf("after the cancel: %+v, stdout %q, stderr %q", c.Outcome, c.Stdout, c.Stderr)
 	}
 }
 
@@ -146,18 +124,18 @@ func TestSessionMemoryAcrossJobsEndsIt(t *testing.T) {
 	py := "/usr/bin/python3.13"
 	// The job ends once its background process holds its memory (it says
 	// so through the fifo).
-	mustRun(t, ss, 20*time.Second, `mkfifo /tmp/held; `+py+` -c 'import time
+	sessiontest.Run(t, ss, 20*time.Second, `mkfifo /tmp/held; `+py+` -c 'import time
 x = b"x" * (150 << 20)
 open("/tmp/held", "w").write("x")
 time.sleep(1000)' & read -r _ < /tmp/held`)
-	c := mustRun(t, ss, 20*time.Second, py+` -c 'y = b"y" * (150 << 20); print("fits")'`)
+	c := sessiontest.Run(t, ss, 20*time.Second, py+` -c 'y = b"y" * (150 << 20); print("fits")'`)
 	if !c.Ended || !c.OOMKilled || c.ExitCode != 137 || !strings.Contains(strings.Join(c.Notes, " "), "memory limit") {
-		t.Fatalf("over the memory limit across jobs: %+v, stdout %q", c.Outcome, c.stdout)
+		t.Fatalf("over the memory limit across jobs: %+v, stdout %q", c.Outcome, c.Stdout)
 	}
 	if ss.Alive() {
 		t.Error("the session is alive after a memory kill")
 	}
-	if _, err := runNext(t, context.Background(), ss, time.Second, "/bin/true"); !errors.Is(err, sandbox.ErrSessionEnded) {
+	if _, err := sessiontest.RunArgv(context.Background(), ss, time.Second, "/bin/true"); !errors.Is(err, sandbox.ErrSessionEnded) {
 		t.Errorf("a job after the end: %v", err)
 	}
 }
@@ -174,11 +152,11 @@ func TestSessionFilesBetweenJobs(t *testing.T) {
 	if err := ss.WriteFile(ctx, "/code/new/dir/in.bin", data); err != nil {
 		t.Fatal(err)
 	}
-	c := mustRun(t, ss, 20*time.Second, `od -An -tx1 /code/new/dir/in.bin | tr -d ' \n'; printf '\000\377x' > /tmp/out.bin
+	c := sessiontest.Run(t, ss, 20*time.Second, `od -An -tx1 /code/new/dir/in.bin | tr -d ' \n'; printf '\000\377x' > /tmp/out.bin
 ln -s ../../../../etc/hostname /tmp/up; ln -s /proc/sys/user/max_user_namespaces /tmp/link; ln -s /proc/sys/user /tmp/dir; ln -s /proc/1 /tmp/p1; ln -s /proc/1/root /tmp/magic; mkfifo /tmp/fifo
 cat /proc/sys/user/max_user_namespaces /proc/1/comm > /tmp/before`)
-	if c.stdout != "000102fffe0a00" {
-		t.Errorf("the job read %q", c.stdout)
+	if c.Stdout != "000102fffe0a00" {
+		t.Errorf("the job read %q", c.Stdout)
 	}
 	got, err := ss.ReadFile(ctx, "/tmp/out.bin", 1<<20)
 	if err != nil || !bytes.Equal(got, []byte{0, 0xff, 'x'}) {
@@ -198,7 +176,7 @@ cat /proc/sys/user/max_user_namespaces /proc/1/comm > /tmp/before`)
 	if _, err := ss.ReadFile(ctx, "/tmp/out.bin", 2); err == nil {
 		t.Error("a file larger than max was read")
 	}
-	if c := mustRun(t, ss, 20*time.Second, `[ "$(cat /tmp/before)" = "$(cat /proc/sys/user/max_user_namespaces /proc/1/comm)" ] && echo same; [ -p /tmp/fifo ] && [ -L /tmp/up ] && echo kept`); c.stdout != "same\nkept\n" {
-		t.Errorf("after the refused writes: %+v, stdout %q", c.Outcome, c.stdout)
+	if c := sessiontest.Run(t, ss, 20*time.Second, `[ "$(cat /tmp/before)" = "$(cat /proc/sys/user/max_user_namespaces /proc/1/comm)" ] && echo same; [ -p /tmp/fifo ] && [ -L /tmp/up ] && echo kept`); c.Stdout != "same\nkept\n" {
+		t.Errorf("after the refused writes: %+v, stdout %q", c.Outcome, c.Stdout)
 	}
 }
