@@ -151,6 +151,8 @@ func New(opts Options) (*Backend, error) {
 	if !b.rootless {
 		n, err := idmap.SweepViews(opts.StateDir, hostside.InstanceAlive)
 		hostside.LogSweep(opts.Logger, "image views", n, err)
+		n, err = sweepZygoteStages(opts.StateDir, hostside.InstanceAlive)
+		hostside.LogSweep(opts.Logger, "zygote stages", n, err)
 		b.views = idmap.NewViews(opts.StateDir, b.instance)
 		b.zygotes = newZygotePool(b.startZygoteFor, b.retireZygote, opts.Logger)
 	}

@@ -64,11 +64,16 @@ func (o *owners) release(uid uint32) {
 // takeBlock reserves n consecutive uids no live sandbox of this engine
 // owns, for a zygote's sandboxes (its seccomp filter lets it take those
 // only); releaseBlock frees them once the zygote and its sandboxes are
-// gone.
+// gone. The search starts where take's does (by pid), so that two engines
+// on one host rarely give their zygotes the same block: a zygote taken
+// over could otherwise take the owner uids of another engine's sandboxes.
 func (o *owners) takeBlock(n uint32) (uint32, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for start := uint32(0); start+n <= ownerUIDCount; start += n {
+	blocks := ownerUIDCount / n
+	first := o.next / n
+	for i := range blocks {
+		start := (first + i) % blocks * n
 		free := true
 		for k := start; k < start+n && free; k++ {
 			free = !o.inUse[ownerUIDBase+k]

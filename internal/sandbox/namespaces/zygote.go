@@ -85,7 +85,7 @@ func (b *Backend) startZygote(img sandbox.Image, argv, env []string) (*zygotePro
 	if err != nil {
 		return nil, err
 	}
-	stage, err := os.MkdirTemp(b.opts.StateDir, "zygote-"+b.instance+"-") // the instance: for a sweep of dead engines' stages
+	stage, err := os.MkdirTemp(b.opts.StateDir, zygoteStagePrefix+b.instance+"-") // the instance: for sweepZygoteStages
 	if err != nil {
 		return nil, err
 	}
