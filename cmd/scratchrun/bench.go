@@ -39,7 +39,7 @@ func cmdBench(args []string) int {
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	idleMemory := fs.Bool("idle-memory", false, "instead of timing a workload, report the memory of idle warm sandboxes of every runtime next to each interpreter waiting bare")
 	sweep := fs.String("sweep", "", "instead of timing a workload against bare, send bursts of this many calls at once (`LIST`, e.g. 1,100,200) through an engine with a server's defaults (admission, warm pool), and report successes, refusals, latency and memory")
-	rounds := fs.Int("rounds", 2, "bursts per concurrency of --sweep (the warm pool grows after the first); rounds of --create")
+	rounds := fs.Int("rounds", 2, "rounds of a workload against bare, sandbox and bare alternating (a machine whose speed drifts then slows both alike); bursts per concurrency of --sweep (the warm pool grows after the first); rounds of --create")
 	pause := fs.Duration("pause", 15*time.Second, "pause between the bursts of --sweep (lets the warm pool refill)")
 	session := fs.Bool("session", false, "instead of comparing with bare alone, measure a call in a warm session (one per concurrent caller) against the same code as a plain call and bare, and an idle session's memory (turns sessions on for this run)")
 	create := fs.Int("create", 0, "instead of timing a workload, measure the CPU of creating and ending `N` waiting sandboxes (bash; python with its interpreter pre-started) and N python print(1) calls without a pool, against N bare processes in fresh namespaces (--rounds of each, interleaved)")
@@ -161,7 +161,7 @@ func cmdBench(args []string) int {
 	if *pool {
 		eng.WaitWarm(ctx, 2*time.Minute)
 	}
-	r, err := bench.Run(ctx, eng, rt, w, bench.Options{N: *n, Concurrency: *concurrency, Network: *network, Warmup: *warmup, Interval: *interval})
+	r, err := bench.Run(ctx, eng, rt, w, bench.Options{N: *n, Concurrency: *concurrency, Network: *network, Warmup: *warmup, Interval: *interval, Rounds: *rounds})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "scratchrun bench: %v\n", err)
 		return exitInternal
@@ -172,7 +172,7 @@ func cmdBench(args []string) int {
 		enc.Encode(r)
 		return 0
 	}
-	fmt.Printf("workload %s  n=%d  concurrency=%d  network=%s  pool=%v  interval=%s\n", r.Workload, r.N, r.Concurrency, r.Network, *pool, *interval)
+	fmt.Printf("workload %s  n=%d  concurrency=%d  network=%s  pool=%v  interval=%s  rounds=%d\n", r.Workload, r.N, r.Concurrency, r.Network, *pool, *interval, r.Rounds)
 	fmt.Printf("%-8s %9s %9s %9s %12s %12s\n", "", "p50 ms", "p95 ms", "p99 ms", "runs/s", "cpu ms/run")
 	for _, row := range []struct {
 		name string

@@ -108,6 +108,8 @@ type Report struct {
 	Bare            Stats   `json:"bare"`
 	RatioP50        float64 `json:"ratio_p50"`
 	RatioThroughput float64 `json:"ratio_throughput"`
+	// Rounds is how many alternating rounds the runs took.
+	Rounds int `json:"rounds"`
 }
 
 // Options of one run.
@@ -121,6 +123,9 @@ type Options struct {
 	// not counted in latencies, and throughput is then computed from the
 	// busy time alone.
 	Interval time.Duration
+	// Rounds alternates sandbox and bare runs in this many rounds (0 or 1:
+	// all sandbox runs, then all bare ones).
+	Rounds int
 }
 
 // Run measures w through exec and bare from rt's image.
@@ -151,15 +156,11 @@ func Run(ctx context.Context, executor execapi.Executor, rt images.Resolved, w W
 			return Report{}, err
 		}
 	}
-	sb, err := measure(ctx, o, sandboxOnce)
+	sb, bare, err := measureInterleaved(ctx, o, sandboxOnce, bareOnce)
 	if err != nil {
-		return Report{}, fmt.Errorf("sandbox: %w", err)
+		return Report{}, err
 	}
-	bare, err := measure(ctx, o, bareOnce)
-	if err != nil {
-		return Report{}, fmt.Errorf("bare: %w", err)
-	}
-	r := Report{Workload: w.Name, N: o.N, Concurrency: o.Concurrency, Network: o.Network, IntervalMS: o.Interval.Milliseconds(), Sandbox: sb, Bare: bare}
+	r := Report{Workload: w.Name, N: o.N, Concurrency: o.Concurrency, Network: o.Network, IntervalMS: o.Interval.Milliseconds(), Sandbox: sb, Bare: bare, Rounds: roundsOf(o)}
 	if bare.P50 > 0 {
 		r.RatioP50 = sb.P50 / bare.P50
 	}
@@ -188,9 +189,59 @@ func firstLine(b []byte) string {
 	return s
 }
 
-// measure runs once() N times at the given concurrency.
+// measureInterleaved measures sandbox and bare in o.Rounds alternating
+// rounds (at least one, at most N), each of its share of the N runs: a
+// machine whose speed drifts during the run (another VM on the host, a
+// CPU's clock) then slows both sides alike, where two long blocks, one
+// after the other, would put the drift in the ratio.
+func measureInterleaved(ctx context.Context, o Options, sandbox, bare func() error) (Stats, Stats, error) {
+	rounds := roundsOf(o)
+	var sb, br sample
+	for r := range rounds {
+		n := o.N / rounds
+		if r < o.N%rounds {
+			n++ // the remainder, one more in each of the first rounds
+		}
+		if err := sb.add(ctx, o, n, sandbox); err != nil {
+			return Stats{}, Stats{}, fmt.Errorf("sandbox: %w", err)
+		}
+		if err := br.add(ctx, o, n, bare); err != nil {
+			return Stats{}, Stats{}, fmt.Errorf("bare: %w", err)
+		}
+	}
+	return sb.stats(), br.stats(), nil
+}
+
+// roundsOf is how many rounds o's runs take: Rounds, at least one, at
+// most N.
+func roundsOf(o Options) int { return min(max(o.Rounds, 1), o.N) }
+
+// measure runs once o.N times on o.Concurrency workers.
 func measure(ctx context.Context, o Options, once func() error) (Stats, error) {
-	lat := make([]time.Duration, o.N)
+	var s sample
+	if err := s.add(ctx, o, o.N, once); err != nil {
+		return Stats{}, err
+	}
+	return s.stats(), nil
+}
+
+// sample gathers the rounds of one side.
+type sample struct {
+	lat       []time.Duration
+	wall, cpu time.Duration
+}
+
+func (s *sample) stats() Stats {
+	st := percentiles(s.lat)
+	st.Throughput, st.CPUPerRun = float64(len(s.lat))/s.wall.Seconds(), float64(s.cpu.Microseconds())/1000/float64(len(s.lat))
+	return st
+}
+
+// add runs once n times on o.Concurrency workers and adds the latencies,
+// the wall time (with an Interval, the busy time alone) and the machine's
+// CPU time.
+func (s *sample) add(ctx context.Context, o Options, n int, once func() error) error {
+	lat := make([]time.Duration, n)
 	var next int
 	var mu sync.Mutex
 	var firstErr error
@@ -205,7 +256,7 @@ func measure(ctx context.Context, o Options, once func() error) (Stats, error) {
 				mu.Lock()
 				i := next
 				next++
-				stop := i >= o.N || firstErr != nil
+				stop := i >= n || firstErr != nil
 				mu.Unlock()
 				if stop || ctx.Err() != nil {
 					return
@@ -237,14 +288,15 @@ func measure(ctx context.Context, o Options, once func() error) (Stats, error) {
 		wall = busy / time.Duration(o.Concurrency)
 	}
 	if firstErr != nil {
-		return Stats{}, firstErr
+		return firstErr
 	}
 	if err := ctx.Err(); err != nil {
-		return Stats{}, err
+		return err
 	}
-	s := percentiles(lat)
-	s.Throughput, s.CPUPerRun = float64(o.N)/wall.Seconds(), float64(cpu.Microseconds())/1000/float64(o.N)
-	return s, nil
+	s.lat = append(s.lat, lat...)
+	s.wall += wall
+	s.cpu += cpu
+	return nil
 }
 
 // cpuTime is the machine's busy CPU time so far: user, nice, system, irq,

@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -66,5 +68,34 @@ func TestIdleCommand(t *testing.T) {
 	}
 	if got := IdleCommand(images.Runtime{Command: []string{"/bin/bash", "{file}"}}); got != nil {
 		t.Errorf("a runtime without a warm start has no idle command: %q", got)
+	}
+}
+
+// Rounds alternate the two sides: 10 runs in 3 rounds are 4, 3 and 3 of
+// each, sandbox first, and every run is counted once.
+func TestMeasureInterleavedAlternates(t *testing.T) {
+	var mu sync.Mutex
+	var order []string
+	side := func(name string) func() error {
+		return func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			order = append(order, name)
+			return nil
+		}
+	}
+	sb, bare, err := measureInterleaved(context.Background(), Options{N: 10, Concurrency: 1, Rounds: 3}, side("s"), side("b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(order, ""); got != "ssssbbbbsssbbbsssbbb" {
+		t.Errorf("runs in the order %s", got)
+	}
+	if sb.Throughput <= 0 || bare.Throughput <= 0 {
+		t.Errorf("stats %+v %+v", sb, bare)
+	}
+	order = nil
+	if _, _, err := measureInterleaved(context.Background(), Options{N: 2, Concurrency: 1, Rounds: 9}, side("s"), side("b")); err != nil || strings.Join(order, "") != "sbsb" {
+		t.Errorf("more rounds than runs: %v, order %v", err, order)
 	}
 }
