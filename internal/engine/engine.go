@@ -43,6 +43,8 @@ type Engine struct {
 	// cpu samples the CPUs for admission (nil without a CPU condition).
 	cpu  *admission.Sampler
 	pool *pool
+	// next holds callers' next sandboxes made from their zygotes.
+	next *nextSandboxes
 	log  *slog.Logger
 	// background tracks slot deletions still running after their call.
 	background sync.WaitGroup
@@ -90,6 +92,7 @@ func New(cfg Config, store Images, backend sandbox.Backend) (*Engine, error) {
 		}
 	}
 	e.pool = newPool(e, cfg.Pool)
+	e.next = newNextSandboxes(e, cfg.Pool)
 	e.sessions = newSessions(e, cfg.Sessions)
 	return e, nil
 }
@@ -114,10 +117,15 @@ func (e *Engine) gauges() admission.Gauges {
 		}
 		if applied {
 			g.Memory = mb.MemoryInUse
-			// The warm pool gives back first (its sandboxes are idle by
-			// definition), then idle sessions.
+			// Sandboxes made ahead give back first (callers' next ones,
+			// then the warm pool's: idle by definition), then idle
+			// sessions.
 			g.Reclaim = func(need int64) {
-				if freed := e.pool.reclaim(need); freed < need {
+				freed := e.next.reclaim(need)
+				if freed < need {
+					freed += e.pool.reclaim(need - freed)
+				}
+				if freed < need {
 					e.sessions.evict(need - freed)
 				}
 			}
@@ -138,6 +146,7 @@ func (e *Engine) gauges() admission.Gauges {
 func (e *Engine) Close() error {
 	e.EndAllSessions(execapi.EndServerShutdown)
 	e.pool.close()
+	e.next.close()
 	e.background.Wait()
 	if zm, ok := sandbox.BackendAs[sandbox.ZygoteMaker](e.backend); ok && e.zygotes {
 		zm.RetireZygotes()
@@ -250,10 +259,29 @@ func (e *Engine) run(ctx context.Context, c execapi.Checked, rt images.Resolved,
 	memory := int64(c.MemoryMB) << 20
 	key := execapi.PoolKey{Runtime: rt.Runtime.Name, Network: c.Network, Variant: warmVariant(rt.Runtime, c.Code)}
 	var l *leased
-	if e.zygoteServes(rt, key) {
-		var err error
-		if l, err = e.leaseZygote(ctx, rt, key, memory, execapi.CallerFrom(ctx)); err != nil {
-			return execapi.Result{}, err
+	fromZygote := e.zygoteServes(rt, key)
+	if fromZygote {
+		caller := execapi.CallerFrom(ctx)
+		var ready bool
+		if l, ready = e.next.take(ctx, caller, key); l == nil && poolKeepsWithZygotes(key) {
+			// The caller's first call of key: its zygote starts for
+			// the next while this one runs in the pool's sandbox.
+			l = e.pool.take(key)
+			defer e.pool.finished(key)
+		}
+		if l == nil {
+			var err error
+			if l, err = e.leaseZygote(ctx, rt, key, memory, caller); err != nil {
+				return execapi.Result{}, err
+			}
+		}
+		if !ready && !e.busy() {
+			// Calls back to back (this one found no sandbox ready) and a
+			// core free: the caller's next sandbox is made while this call
+			// runs, not after it, or the next call would wait for it.
+			// Calls with pauses between find theirs ready, and it is made
+			// after the call, so as not to compete with it.
+			e.next.makeNext(rt, key, caller)
 		}
 	} else {
 		l = e.pool.take(key)
@@ -278,6 +306,11 @@ func (e *Engine) run(ctx context.Context, c execapi.Checked, rt images.Resolved,
 	job := e.job(c, rt.Runtime, memory, stdout, stderr)
 
 	outcome, runErr := l.sb.Run(ctx, job)
+	if fromZygote {
+		// Unless it was started above: now, so that it is made while this
+		// sandbox is destroyed and the result travels back.
+		e.next.makeNext(rt, key, execapi.CallerFrom(ctx))
+	}
 	if errors.Is(runErr, sandbox.ErrLimitBelowUsage) {
 		// The warm sandbox already uses more than this job may: nothing ran,
 		// so run the job in a fresh cold one instead.
@@ -337,13 +370,20 @@ func (e *Engine) sandboxConfig(rt images.Resolved, key execapi.PoolKey, memory i
 		if err != nil {
 			return sandbox.Config{}, err
 		}
-		env := e.environment(nil, rt.Runtime)
-		if key.Variant == variantHeavy && len(rt.Runtime.Preload) > 0 {
-			env = append(env, "SCRATCHRUN_PRELOAD="+strings.Join(rt.Runtime.Preload, ","))
-		}
+		env := append(e.environment(nil, rt.Runtime), preloadEnv(rt.Runtime, key)...)
 		cfg.Prestart = &sandbox.Prestart{Argv: argv, Env: env, Dir: workDir}
 	}
 	return cfg, nil
+}
+
+// preloadEnv is what a warm interpreter of key's variant is told to
+// import before its job (warm/python.py's _preload): the runtime's Preload
+// for the heavy variant, nothing for the light one.
+func preloadEnv(rt images.Runtime, key execapi.PoolKey) []string {
+	if key.Variant != variantHeavy || len(rt.Preload) == 0 {
+		return nil
+	}
+	return []string{"SCRATCHRUN_PRELOAD=" + strings.Join(rt.Preload, ",")}
 }
 
 // leaseWith creates a sandbox with cfg through create (the backend's

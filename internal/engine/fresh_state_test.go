@@ -57,11 +57,12 @@ func TestCallsShareNoRandomStateAndSeeNothingOfEachOther(t *testing.T) {
 	callsShareNothing(t, false)
 }
 
-// The same with zygotes on (Config.Zygote): the light Python calls'
-// sandboxes are made from the caller's zygote (every call of one caller
-// sees its hash seed, so it is the zygote that made them), heavy Python's
-// and Node's come from the pool as before; and nothing is left once the engine closed, its
-// retired zygotes included.
+// The same with zygotes on (Config.Zygote): the Python calls' sandboxes
+// are made from the caller's zygote of their variant (every call of one
+// caller sees its hash seed and a frozen heap, so it is the zygote that
+// made them; a caller's first heavy call runs in the pool's sandbox while
+// its heavy zygote starts), Node's come from the pool as before; and
+// nothing is left once the engine closed, its retired zygotes included.
 func TestCallsShareNoRandomStateAndSeeNothingOfEachOtherWithZygotes(t *testing.T) {
 	callsShareNothing(t, true)
 }
@@ -75,7 +76,7 @@ func callsShareNothing(t *testing.T, zygotes bool) {
 		t.Run(c.name, func(t *testing.T) {
 			requireRuntime(t, c.runtime)
 			key := execapi.PoolKey{Runtime: c.runtime, Network: "none", Variant: c.variant}
-			fromZygote := zygotes && strings.HasPrefix(c.runtime, "python") && c.variant == variantLight
+			fromZygote := zygotes && strings.HasPrefix(c.runtime, "python")
 			call := func(i int, code string) execapi.Result {
 				if i%2 == 0 && !fromZygote {
 					waitReady(t, e, key, 1)
@@ -83,8 +84,12 @@ func callsShareNothing(t *testing.T, zygotes bool) {
 				return run(t, e, execapi.Request{Runtime: c.runtime, Code: code})
 			}
 			if fromZygote {
-				seed := "import sys\nprint(hash('scratchrun'), sys.flags.hash_randomization)\n"
-				if a, b := call(0, seed), call(1, seed); a.Stdout != b.Stdout || a.ExitCode != 0 {
+				seed := "import gc, sys\nprint(hash('scratchrun'), sys.flags.hash_randomization, gc.get_freeze_count() > 0)\n"
+				if c.variant == variantHeavy {
+					seed = "import numpy\n" + seed
+				}
+				call(0, seed) // a heavy one runs in the pool's sandbox
+				if a, b := call(1, seed), call(2, seed); a.Stdout != b.Stdout || a.ExitCode != 0 || !strings.HasSuffix(a.Stdout, " 1 True\n") {
 					t.Fatalf("two calls printed %q and %q (stderr %q): not made from one zygote", a.Stdout, b.Stdout, a.Stderr)
 				}
 			}
@@ -124,12 +129,15 @@ func callsShareNothing(t *testing.T, zygotes bool) {
 
 // Two callers never get sandboxes from one zygote: each caller's calls
 // share their zygote's hash seed, and the two callers' seeds differ (a
-// zygote's is drawn when it starts).
+// zygote's is drawn when it starts). Each caller's later calls run in the
+// next sandbox made for it when its call before ended (nextSandboxes), so
+// those are its own zygote's too.
 func TestZygotesServeOneCallerEach(t *testing.T) {
 	newTestEngine(t, nil)
 	requireRuntime(t, "python3.13")
 	before := leakcheck.Take(leakOpts)
-	e, _ := newPooledEngineWith(t, PoolConfig{}, func(c *Config) { c.Zygote = true })
+	e, _ := newPooledEngineWith(t, PoolConfig{Floor: 1, Runtimes: []string{"python3.13"}, Networks: []string{"none"}, Variants: []string{variantLight}},
+		func(c *Config) { c.Zygote = true })
 	seed := func(caller string) string {
 		ctx, cancel := context.WithTimeout(execapi.WithCaller(context.Background(), caller), 2*time.Minute)
 		defer cancel()
@@ -140,6 +148,7 @@ func TestZygotesServeOneCallerEach(t *testing.T) {
 		return res.Stdout
 	}
 	alice, bob := seed("alice"), seed("bob")
+	waitFor(t, "alice's and bob's next sandboxes", func() bool { return e.next.count() == 2 })
 	if again := seed("alice"); again != alice {
 		t.Errorf("alice's calls printed %q and %q: not one zygote's", alice, again)
 	}

@@ -126,7 +126,7 @@ func levelNamed(name string) *testenv.Level {
 
 // forEachBackend runs test once per isolation level that runs it, each with an engine
 // over that level's shared backend (mutate adjusts the engine's
-// configuration).
+// configuration), and once more on the namespaces level with zygotes on.
 func forEachBackend(t *testing.T, mutate func(*Config), test func(t *testing.T, e *Engine)) {
 	for _, level := range allLevels {
 		if !levels.Runs(level.Name, t.Name()) {
@@ -139,6 +139,21 @@ func forEachBackend(t *testing.T, mutate func(*Config), test func(t *testing.T, 
 			test(t, e)
 		})
 	}
+	// The namespaces level again with zygotes on (Config.Zygote): a Python
+	// call's sandbox is then forked from its caller's zygote of the call's
+	// variant (light, or heavy with numpy, pandas and pyplot preloaded), and
+	// every case must hold for those sandboxes as it does for the others.
+	t.Run("namespaces-zygote", func(t *testing.T) {
+		newTestEngine(t, nil)
+		e := newEngineOn(t, testBackend, func(c *Config) {
+			if mutate != nil {
+				mutate(c)
+			}
+			c.Zygote = true
+		})
+		levelsByEngine.Store(e, nsLevel)
+		test(t, e)
+	})
 }
 
 // levelOf is the isolation level e runs on.

@@ -160,7 +160,7 @@ func newPool(e *Engine, cfg PoolConfig) *pool {
 			}
 			for _, v := range variants {
 				key := execapi.PoolKey{Runtime: rt.Name, Network: n, Variant: v}
-				if e.zygotes {
+				if e.zygotes && !poolKeepsWithZygotes(key) {
 					// Calls of these are made from zygotes: none is kept.
 					if res, err := e.store.Resolve(rt.Name); err == nil && e.zygoteServes(res, key) {
 						continue
@@ -400,16 +400,11 @@ func (p *pool) reclaim(need int64) int64 {
 			all = append(all, candidate{st, r.l})
 		}
 	}
-	slices.SortFunc(all, func(a, b candidate) int { return cmp.Compare(b.l.usage, a.l.usage) })
-	var freed int64
+	chosen, freed := largestFirst(all, func(c candidate) *leased { return c.l }, need)
 	var drop []*leased
-	for _, c := range all {
-		if freed >= need {
-			break
-		}
+	for _, c := range chosen {
 		c.st.ready = slices.DeleteFunc(c.st.ready, func(r readySandbox) bool { return r.l == c.l })
 		drop = append(drop, c.l)
-		freed += c.l.usage
 	}
 	p.mu.Unlock()
 	// Destroyed before returning, so that the memory gauge sees it gone.
@@ -420,6 +415,22 @@ func (p *pool) reclaim(need int64) int64 {
 		p.e.log.Info("released idle warm sandboxes for calls waiting for memory", "count", len(drop), "freed_mib", freed>>20)
 	}
 	return freed
+}
+
+// largestFirst picks, of all (each with its sandbox, measured), the
+// largest first until they free about need bytes; it returns them and
+// what they use together. Reclaiming for a call waiting for memory frees
+// the fewest sandboxes that way.
+func largestFirst[T any](all []T, sb func(T) *leased, need int64) ([]T, int64) {
+	slices.SortFunc(all, func(a, b T) int { return cmp.Compare(sb(b).usage, sb(a).usage) })
+	var freed int64
+	for i, c := range all {
+		if freed >= need {
+			return all[:i], freed
+		}
+		freed += sb(c).usage
+	}
+	return all, freed
 }
 
 // measure records the sandbox's current memory use (0 when the backend

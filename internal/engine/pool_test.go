@@ -192,46 +192,64 @@ func TestWarmVariant(t *testing.T) {
 // cold `python3 FILE` does: same module globals, argv, tracebacks, syntax
 // errors, exit codes and messages, pickling from __main__, source lookup,
 // environment, and the same end: atexit callbacks, non-daemon threads,
-// __del__ of globals and files left open (the heavy variant exits without
-// tearing its preloaded modules down).
+// __del__ of globals and files left open (the heavy variant, and a light
+// sandbox forked from a zygote, exit without tearing modules down).
 func TestWarmPythonMatchesCold(t *testing.T) {
 	probes := map[string]string{
 		"globals": "import sys\nprint(sorted(k for k in globals() if k != 'numpy'), __name__, __file__, __spec__, __cached__, type(__loader__).__name__)\n" +
 			"print(sys.argv, sys.orig_argv[1:], sys.path[0], __builtins__ is __import__('builtins'))",
-		"traceback":    "def f():\n    1/0\nf()\n",
-		"syntax":       "print(\n",
-		"exit":         "import sys\nprint('bye')\nsys.exit(3)",
-		"exit-message": "import sys\nsys.exit('oops')",
-		"exit-none":    "raise SystemExit",
-		"exit-big":     "import sys\nsys.exit(256 + 7)",
-		"pickle":       "import pickle\nclass A: pass\nprint(type(pickle.loads(pickle.dumps(A()))).__module__)",
-		"source":       "import inspect\ndef g():\n    return 1\nprint(inspect.getsource(g), end='')",
-		"environ":      "import os\nprint(os.environ['K'], os.environ['U'], os.getcwd(), 'SCRATCHRUN_PRELOAD' in os.environ)",
-		"main-guard":   "if __name__ == '__main__':\n    print('main')",
-		"stdin":        "import sys\nprint(repr(sys.stdin.read()))",
-		"atexit":       "import atexit\natexit.register(print, 'at exit')\nprint('body')",
-		"atexit-error": "import atexit\natexit.register(print, 'cleanup')\nraise ValueError('x')",
-		"thread":       "import threading, time\nthreading.Thread(target=lambda: (time.sleep(0.2), print('late'))).start()\nprint('main done')",
-		"del":          "class A:\n    def __del__(self):\n        print('deleted')\na = A()\nprint('body')",
-		"no-newline":   "import sys\nsys.stdout.write('no newline')",
-		"unclosed":     "f = open('/tmp/out.txt', 'w')\nf.write('written but never closed')\nprint('body')",
-		"c-stdio":      "import ctypes\nctypes.CDLL(None).printf(b'from C stdio\\n')\nprint('python', flush=True)",
-		"excepthook":   "import sys\nsys.excepthook = lambda t, v, tb: print('hook', t.__name__)\nraise KeyError(1)",
+		"traceback":         "def f():\n    1/0\nf()\n",
+		"syntax":            "print(\n",
+		"exit":              "import sys\nprint('bye')\nsys.exit(3)",
+		"exit-message":      "import sys\nsys.exit('oops')",
+		"exit-none":         "raise SystemExit",
+		"exit-big":          "import sys\nsys.exit(256 + 7)",
+		"pickle":            "import pickle\nclass A: pass\nprint(type(pickle.loads(pickle.dumps(A()))).__module__)",
+		"source":            "import inspect\ndef g():\n    return 1\nprint(inspect.getsource(g), end='')",
+		"environ":           "import os\nprint(os.environ['K'], os.environ['U'], os.getcwd(), 'SCRATCHRUN_PRELOAD' in os.environ)",
+		"main-guard":        "if __name__ == '__main__':\n    print('main')",
+		"stdin":             "import sys\nprint(repr(sys.stdin.read()))",
+		"atexit":            "import atexit\natexit.register(print, 'at exit')\nprint('body')",
+		"atexit-error":      "import atexit\natexit.register(print, 'cleanup')\nraise ValueError('x')",
+		"thread":            "import threading, time\nthreading.Thread(target=lambda: (time.sleep(0.2), print('late'))).start()\nprint('main done')",
+		"del":               "class A:\n    def __del__(self):\n        print('deleted')\na = A()\nprint('body')",
+		"no-newline":        "import sys\nsys.stdout.write('no newline')",
+		"unclosed":          "f = open('/tmp/out.txt', 'w')\nf.write('written but never closed')\nprint('body')",
+		"unclosed-raise":    "def f():\n    out = open('/tmp/out.txt', 'w')\n    out.write('partial')\n    raise ValueError('x')\nf()",
+		"unclosed-builtins": "import builtins\nbuiltins.kept = open('/tmp/out.txt', 'w')\nbuiltins.kept.write('kept in builtins')",
+		"exit-huge":         "import sys\nsys.exit(2 ** 70)",
+		"c-stdio":           "import ctypes\nctypes.CDLL(None).printf(b'from C stdio\\n')\nprint('python', flush=True)",
+		"excepthook":        "import sys\nsys.excepthook = lambda t, v, tb: print('hook', t.__name__)\nraise KeyError(1)",
 	}
 	env := map[string]string{"K": "a=b", "U": "ü ∑"}
 	cold := newTestEngine(t, nil)
 	defer cold.Close()
-	warm, _ := newPooledEngine(t, PoolConfig{Floor: 1, Max: 1, Runtimes: []string{"python3.13"}, Networks: []string{"none"}, IdleAfter: time.Minute})
+	pc := PoolConfig{Floor: 1, Max: 1, Runtimes: []string{"python3.13"}, Networks: []string{"none"}, IdleAfter: time.Minute}
+	warm, _ := newPooledEngine(t, pc)
 	defer warm.Close()
-	for _, variant := range []string{variantLight, variantHeavy} {
+	zygotes, _ := newPooledEngineWith(t, pc, func(c *Config) { c.Zygote = true })
+	defer zygotes.Close()
+	zygoteVariants := map[string]string{"zygote": variantLight, "zygote-heavy": variantHeavy}
+	for _, variant := range []string{variantLight, variantHeavy, "zygote", "zygote-heavy"} {
 		for name, code := range probes {
-			if variant == variantHeavy {
+			if variant == variantHeavy || variant == "zygote-heavy" {
 				code = "import numpy\n" + code
 			}
 			req := execapi.Request{Runtime: "python3.13", Code: code, Env: env, ReturnFiles: []string{"/tmp/out.txt"}}
 			want := run(t, cold, req)
-			waitReady(t, warm, execapi.PoolKey{Runtime: "python3.13", Network: "none", Variant: variant}, 1)
-			got := run(t, warm, req)
+			var got execapi.Result
+			if zv, ok := zygoteVariants[variant]; ok {
+				// A sandbox forked from the zygote when the call before
+				// ended: the first light call's is made on its path, the
+				// first heavy call runs in the pool's heavy sandbox
+				// while its zygote starts.
+				key := execapi.PoolKey{Runtime: "python3.13", Network: "none", Variant: zv}
+				got = run(t, zygotes, req)
+				waitFor(t, "the next sandbox", func() bool { return zygotes.next.count(key) == 1 })
+			} else {
+				waitReady(t, warm, execapi.PoolKey{Runtime: "python3.13", Network: "none", Variant: variant}, 1)
+				got = run(t, warm, req)
+			}
 			if got.ExitCode != want.ExitCode || got.Stdout != want.Stdout || got.Stderr != want.Stderr || got.Files["/tmp/out.txt"] != want.Files["/tmp/out.txt"] {
 				t.Errorf("%s/%s: warm exit %d stdout %q stderr %q files %v\ncold exit %d stdout %q stderr %q files %v", variant, name,
 					got.ExitCode, got.Stdout, got.Stderr, got.Files, want.ExitCode, want.Stdout, want.Stderr, want.Files)

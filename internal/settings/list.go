@@ -82,7 +82,7 @@ var (
 	// Zygotes (docs/zygotes.md).
 
 	Zygote = &Setting{Name: "zygote", Flag: "zygote", Env: "SCRATCHRUN_ZYGOTE", Type: Bool, Default: "0",
-		Commands: servers, Help: "make the sandboxes of Python calls that import no preloaded module (the light variant), on catalog images with network none, from a zygote: an interpreter started once per caller, runtime and variant (retired after 10 minutes idle or 1000 sandboxes, at most 8), whose forks run the calls, at about half the CPU a warm sandbox's interpreter costs; namespaces level as root only, any failure falls back to an ordinary sandbox; off, such calls use the warm pool"}
+		Commands: servers, Help: "make the sandboxes of Python calls on catalog images with network none from a zygote: an interpreter started once per caller, runtime and variant (light, or heavy with the runtime's preloads imported; retired after 10 minutes idle or 1000 sandboxes, at most 8), whose forks run the calls, at about half the CPU a warm sandbox's interpreter costs (a quarter for a chart); namespaces level as root only, any failure falls back to an ordinary sandbox; off, such calls use the warm pool"}
 
 	// Sessions: a sandbox kept across calls, for callers that ask for
 	// one.

@@ -55,7 +55,7 @@ func NewImages(t testing.TB, runtimes ...string) *Images {
 func (im *Images) Installed() []images.Runtime { return slices.Clone(im.installed) }
 
 // Resolve returns name's runtime with an image directory that does not
-// exist, or the store's errors: ErrInvalidName for a malformed name, a
+// exist (as if built here from the catalog: Built), or the store's errors: ErrInvalidName for a malformed name, a
 // *images.NotInstalledError for one that is not installed.
 func (im *Images) Resolve(name string) (images.Resolved, error) {
 	if err := images.ValidateName("runtime", name); err != nil {
@@ -64,7 +64,7 @@ func (im *Images) Resolve(name string) (images.Resolved, error) {
 	for _, r := range im.installed {
 		if r.Name == name {
 			return images.Resolved{Runtime: r, RootFS: filepath.Join(im.rootfs, name), ImageDir: im.rootfs,
-				UIDBase: images.DefaultUIDBase}, nil
+				UIDBase: images.DefaultUIDBase, Built: true}, nil
 		}
 	}
 	missing := &images.NotInstalledError{Runtime: name, Known: slices.ContainsFunc(im.catalog, func(r images.Runtime) bool { return r.Name == name })}

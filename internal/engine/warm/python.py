@@ -79,6 +79,8 @@ def _exit_status(e):
     if code is None:
         return 0
     if isinstance(code, int):
+        if not -(1 << 63) <= code < 1 << 63:
+            return 0xFF  # as the interpreter ends on a code no C long holds
         return code & 0xFF
     try:
         sys.stderr.write(str(code) + "\n")
@@ -87,14 +89,18 @@ def _exit_status(e):
     return 1
 
 
-def _fast_exit(status, main):
+def _fast_exit(status, main, libc_exit):
     """Ends the process as the interpreter would (non-daemon threads joined,
     atexit callbacks run, the program's globals released so their __del__
     methods run and files they left open are flushed and closed, standard
     streams flushed, C stdio flushed by libc's exit) without tearing down
-    every preloaded module: with numpy, pandas and matplotlib loaded that
-    teardown took 165-300 ms on the machine we measured, most of a chart
-    call. Only the heavy variant uses it (ctypes is loaded there anyway)."""
+    every module: with numpy, pandas and matplotlib loaded that teardown
+    took 165-300 ms on the machine we measured, most of a chart call, and
+    even a bare interpreter's took 3 ms of a 7 ms print(1). The heavy
+    variant uses it (ctypes is loaded there anyway), and so does a zygote's
+    fork, whose zygote hands it libc's exit (libc_exit; None: found through
+    ctypes here); a light warm sandbox does not, as importing ctypes would
+    cost it more than the teardown saves."""
     threading = sys.modules.get("threading")
     if threading is not None:
         try:
@@ -104,8 +110,18 @@ def _fast_exit(status, main):
     import atexit
     atexit._run_exitfuncs()
     main.__dict__.clear()
-    import gc
+    import gc, io
     gc.collect()
+    # Files still open elsewhere (a helper module's globals, builtins, a
+    # cycle gc left) are flushed as the interpreter's teardown would; the
+    # preloaded modules' objects are frozen, so this sees the job's alone.
+    for o in gc.get_objects():
+        if type(o) in (io.TextIOWrapper, io.BufferedWriter, io.BufferedRandom) and o not in (sys.stdout, sys.stderr):
+            try:
+                if not o.closed:
+                    o.flush()
+            except Exception:
+                pass
     for stream in (sys.stdout, sys.stderr):
         try:
             if stream is not None:
@@ -113,13 +129,16 @@ def _fast_exit(status, main):
         except Exception:
             status = 120  # as the interpreter reports a failed final flush
     try:
-        import ctypes
-        ctypes.CDLL(None).exit(status)
+        if libc_exit is None:
+            import ctypes
+            libc_exit = ctypes.CDLL(None).exit
+        libc_exit(status)
     finally:
         os._exit(status)
 
 
-def _main(heavy):
+def _main(heavy, libc_exit=None):
+    fast = heavy or libc_exit is not None
     workdir, path, env = _read_job()
     os.environ.clear()
     os.environ.update(kv.split("=", 1) for kv in env if "=" in kv)
@@ -134,7 +153,7 @@ def _main(heavy):
         exec(compile(source, path, "exec"), main.__dict__)
         status = 0
     except SystemExit as e:
-        if not heavy:
+        if not fast:
             raise
         status = _exit_status(e)
     except BaseException as e:
@@ -148,9 +167,12 @@ def _main(heavy):
         else:
             import traceback
             traceback.print_exception(type(e), e, tb)
+        # The traceback holds the failed frames, and the files open in
+        # them: released, so that the exit flushes and closes those files.
+        tb = e.__traceback__ = None
         status = 1
-    if heavy:
-        _fast_exit(status, main)
+    if fast:
+        _fast_exit(status, main, libc_exit)
     sys.exit(status)
 
 

@@ -45,10 +45,18 @@ attempt("proc1_cwd", lambda: os.listdir("/proc/1/cwd/"))
 attempt("proc1_mem", lambda: os.close(os.open("/proc/1/mem", os.O_RDWR)))
 libc = ctypes.CDLL(None, use_errno=True)
 r["ptrace"] = ctypes.get_errno() if libc.ptrace(16, 1, 0, 0) < 0 else 0
+class iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+buf = ctypes.create_string_buffer(8)
+here, there = iovec(ctypes.cast(buf, ctypes.c_void_p), 8), iovec(0x10000, 8)
+ctypes.set_errno(0)
+r["proc1_vm_read"] = ctypes.get_errno() if libc.process_vm_readv(1, ctypes.byref(here), 1, ctypes.byref(there), 1, 0) < 0 else 0
 r["pid"] = os.getpid()
 r["proc"] = sorted(int(d) for d in os.listdir("/proc") if d.isdigit())
 r["net"] = sorted(l.split(":")[0].strip() for l in open("/proc/self/net/dev").readlines()[2:])
 r["writable"] = sorted(f[4] for f in (l.split() for l in open("/proc/self/mountinfo")) if f[5].split(",")[0] == "rw")
+home = os.statvfs("/root")
+r["home_bytes"] = home.f_blocks * home.f_frsize
 sys.stderr.write("HOOK " + json.dumps(r) + "\n")
 sys.stderr.flush()
 `
@@ -58,8 +66,9 @@ sys.stderr.flush()
 // another owner's), nor a sandbox's gid or groups, nor ptrace; it cannot
 // name a host process (the test's own pid) and its /proc shows only its
 // own pid namespace (its pid 1 and itself), its network only a loopback
-// of its own, and it can write no file system but /proc and its device
-// nodes (no cgroup's: another caller's limits are out of its reach). Its sandboxes still work, and a retired zygote's running
+// of its own, and it can write no file system but /proc, its device
+// nodes and its home, a small tmpfs of its own (no cgroup's: another
+// caller's limits are out of its reach). Its sandboxes still work, and a retired zygote's running
 // sandbox runs on until destroyed; nothing is left afterwards.
 func TestZygoteIsConfined(t *testing.T) {
 	b := testenv.RealBackend[*Backend](t, level)
@@ -104,6 +113,12 @@ func TestZygoteIsConfined(t *testing.T) {
 	}
 	// Its pid 1 (the launcher's reaper) is uid 0 in the engine's mount
 	// namespace: through /proc/1 it would reach the host's file system.
+	// process_vm_readv is allowed (sandboxes have it) and refused by the
+	// kernel for want of ptrace access (an address it could read would
+	// fail with EFAULT instead).
+	if report["proc1_vm_read"] != eperm {
+		t.Errorf("proc1_vm_read: %v, want EPERM", report["proc1_vm_read"])
+	}
 	for _, k := range []string{"proc1_root", "proc1_cwd", "proc1_mem"} {
 		if report[k] == 0.0 {
 			t.Errorf("%s: opened from inside the zygote, want EACCES or EPERM", k)
@@ -119,11 +134,15 @@ func TestZygoteIsConfined(t *testing.T) {
 		t.Errorf("the zygote is pid %v and sees pids %v, want 2 and [1 2]", report["pid"], report["proc"])
 	}
 	// No cgroup file system (the engine opens a sandbox's cgroup.procs
-	// files for it), nothing writable but /proc and the device nodes.
+	// files for it), nothing writable but /proc, the device nodes and
+	// the home the launcher made (20 MiB at most).
 	for _, m := range report["writable"].([]any) {
-		if p := m.(string); p != "/proc" && !strings.HasPrefix(p, "/dev/") {
+		if p := m.(string); p != "/proc" && p != "/root" && !strings.HasPrefix(p, "/dev/") {
 			t.Errorf("the zygote can write under %s", p)
 		}
+	}
+	if n := report["home_bytes"].(float64); n <= 0 || n > 20<<20 {
+		t.Errorf("the zygote's home holds %.0f bytes, want a tmpfs of 20 MiB at most", n)
 	}
 	if fmt.Sprint(report["net"]) != "[lo]" {
 		t.Errorf("the zygote's network devices: %v, want [lo]", report["net"])

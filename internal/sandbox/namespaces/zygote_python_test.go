@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/scratchrun/scratchrun/internal/engine/warm"
 	"github.com/scratchrun/scratchrun/internal/images"
 	"github.com/scratchrun/scratchrun/internal/sandbox"
+	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces/spawner"
 	"github.com/scratchrun/scratchrun/internal/testenv"
 )
 
@@ -70,7 +72,9 @@ func startPythonZygoteEnv(t testing.TB, b *Backend, img sandbox.Image, rt images
 // differ); neither ctypes nor the bootstrap's entry is there for a job
 // before it imports them; a module one job changed (os, loaded in the zygote) is pristine
 // in the next; each job is pid 2 of its own sandbox with no capability
-// beyond the sandbox's; and nothing is left once the zygote is closed.
+// beyond the sandbox's, and reads its own memory with process_vm_readv as
+// an ordinary sandbox's job can; and nothing is left once the zygote is
+// closed.
 func TestZygotePythonSandboxes(t *testing.T) {
 	b := testenv.RealBackend[*Backend](t, level)
 	img, rt := env.Image(t, "python3.13")
@@ -85,8 +89,13 @@ if "_main" not in boot:
 import os, random, uuid, numpy
 pristine = not hasattr(os, "planted")
 os.planted = True
-import json
-print(json.dumps({"r": random.random(), "u": str(uuid.uuid4()), "n": float(numpy.random.random()),
+import ctypes, json
+class iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+mine, copy = ctypes.create_string_buffer(b"in-proc"), ctypes.create_string_buffer(8)
+read = ctypes.CDLL(None).process_vm_readv(os.getpid(), ctypes.byref(iovec(ctypes.cast(copy, ctypes.c_void_p), 8)), 1,
+    ctypes.byref(iovec(ctypes.cast(mine, ctypes.c_void_p), 8)), 1, 0) == 8 and copy.value == b"in-proc"
+print(json.dumps({"vm_read": read, "r": random.random(), "u": str(uuid.uuid4()), "n": float(numpy.random.random()),
     "pristine": pristine, "machinery": machinery, "pid": os.getpid(), "argv": sys.argv, "main": __name__, "file": __file__,
     "cap": [l.split()[1] for l in open("/proc/self/status") if l.startswith(("CapEff", "CapBnd"))]}))
 `
@@ -100,6 +109,9 @@ print(json.dumps({"r": random.random(), "u": str(uuid.uuid4()), "n": float(numpy
 		}
 		if m := got["machinery"].([]any); len(m) != 0 {
 			t.Errorf("job %d sees the zygote's machinery: %v", i, m)
+		}
+		if got["vm_read"] != true {
+			t.Errorf("job %d could not process_vm_readv its own memory, as an ordinary sandbox can", i)
 		}
 		if got["pristine"] != true || got["pid"] != 2.0 || got["main"] != "__main__" || got["file"] != "/code/main.py" {
 			t.Errorf("job %d: %v", i, got)
@@ -139,6 +151,43 @@ print(json.dumps({"r": random.random(), "u": str(uuid.uuid4()), "n": float(numpy
 		t.Errorf("the zygote sees /var")
 	}
 	_ = time.Second
+}
+
+// A heavy zygote preloads what the heavy warm sandbox does, matplotlib's
+// pyplot included, which refuses to import without a writable config or
+// cache directory: the zygote's home is a writable copy of the image's
+// /root, so matplotlib finds there the font cache the image baked and
+// rebuilds nothing (it says so on stderr when it does). Its sandboxes draw
+// a chart with the preloaded modules, and see the image's /root, not the
+// zygote's: what the zygote wrote there is not in theirs.
+func TestZygoteHeavyPreloadsMatplotlib(t *testing.T) {
+	b := testenv.RealBackend[*Backend](t, level)
+	img, rt := env.Image(t, "python3.13")
+	if !slices.Contains(rt.Preload, "matplotlib.pyplot") {
+		t.Fatalf("python3.13 preloads %v, not matplotlib.pyplot", rt.Preload)
+	}
+	before := level.Snapshot()
+	t.Cleanup(func() { level.CheckClean(t, before) })
+	hook := "import matplotlib\nopen('/root/zygote-was-here', 'w').close()\nassert matplotlib.get_cachedir() == '/root/.cache/matplotlib', matplotlib.get_cachedir()"
+	z, pre := startPythonZygoteEnv(t, b, img, rt, strings.Join(rt.Preload, ","), []string{spawner.TestHookEnv + "=" + hook})
+	src := `import os, sys
+preloaded = [m for m in ("numpy", "pandas", "matplotlib.pyplot") if m in sys.modules]
+import matplotlib, matplotlib.pyplot as plt
+plt.plot([1, 2, 3], [1, 4, 9])
+plt.savefig("/tmp/chart.png")
+with open("/tmp/chart.png", "rb") as f:
+    png = f.read(8) == b"\x89PNG\r\n\x1a\n"
+os.makedirs("/root/.config/matplotlib", exist_ok=True)
+print(preloaded, png, os.path.exists("/root/zygote-was-here"), matplotlib.get_cachedir())
+`
+	o, stdout, stderr := zygoteRun(t, b, z, img, pre, []string{"/usr/bin/python3.13", "/code/main.py"}, src)
+	want := "['numpy', 'pandas', 'matplotlib.pyplot'] True False /root/.cache/matplotlib\n"
+	if o.ExitCode != 0 || stdout != want {
+		t.Errorf("exit %d, stdout %q (want %q), stderr %q", o.ExitCode, stdout, want, stderr)
+	}
+	if why := z.Stderr(); why != "" {
+		t.Errorf("the zygote said %q (a rebuilt font cache, or a failed preload)", why)
+	}
 }
 
 // A sandbox that asks for a zygote which cannot start is made by the

@@ -21,6 +21,12 @@ const (
 	zygoteIdle  = 10 * time.Minute
 	zygoteForks = 1000
 	zygoteMax   = 8
+	// zygoteKeep is how recently used a zygote may be and still be
+	// retired to make room for another key's: with more callers than
+	// zygoteMax calling in turn, retiring the least recently used for each
+	// call would start an interpreter per call, dearer than the helper's
+	// sandbox; the newcomer's sandboxes go to the helper instead.
+	zygoteKeep = 30 * time.Second
 	// zygoteRetry is how long a key whose zygote failed to start goes to
 	// the helper before a zygote is tried again (a start costs an
 	// interpreter's start and its preloads).
@@ -62,6 +68,7 @@ type zygotePool[Z retirable] struct {
 	idle    time.Duration
 	forks   int
 	max     int
+	keep    time.Duration
 
 	mu       sync.Mutex
 	live     map[zygoteKey]*zygoteEntry[Z]
@@ -70,7 +77,7 @@ type zygotePool[Z retirable] struct {
 }
 
 func newZygotePool[Z retirable](start func(sandbox.Zygote, sandbox.Image) (Z, error), retired func(Z), log *slog.Logger) *zygotePool[Z] {
-	return &zygotePool[Z]{start: start, retired: retired, log: log, idle: zygoteIdle, forks: zygoteForks, max: zygoteMax,
+	return &zygotePool[Z]{start: start, retired: retired, log: log, idle: zygoteIdle, forks: zygoteForks, max: zygoteMax, keep: zygoteKeep,
 		live: map[zygoteKey]*zygoteEntry[Z]{}}
 }
 
@@ -118,7 +125,11 @@ func (p *zygotePool[Z]) get(ctx context.Context, zc sandbox.Zygote, img sandbox.
 		}
 		p.retireLocked(k, e)
 	}
-	for len(p.live) >= p.max && p.retireOldestLocked() {
+	for len(p.live) >= p.max {
+		if !p.retireOldestLocked(time.Now().Add(-p.keep)) {
+			p.mu.Unlock()
+			return none, nil, errZygotesBusy
+		}
 	}
 	e := &zygoteEntry[Z]{ready: make(chan struct{}), forks: 1, inUse: 1}
 	p.live[k] = e
@@ -174,9 +185,13 @@ func (p *zygotePool[Z]) expire(k zygoteKey, e *zygoteEntry[Z]) {
 	}
 }
 
-// retireOldestLocked retires the least recently used started zygote
-// (false: none is).
-func (p *zygotePool[Z]) retireOldestLocked() bool {
+// errZygotesBusy: every zygote's place is taken by one used lately; the
+// helper makes the sandbox.
+var errZygotesBusy = errors.New("every zygote was used lately")
+
+// retireOldestLocked retires the least recently used started zygote last
+// used before before (false: none is).
+func (p *zygotePool[Z]) retireOldestLocked(before time.Time) bool {
 	var oldest *zygoteEntry[Z]
 	var oldestKey zygoteKey
 	for k, e := range p.live {
@@ -184,6 +199,9 @@ func (p *zygotePool[Z]) retireOldestLocked() bool {
 		case <-e.ready:
 		default:
 			continue // starting
+		}
+		if !e.lastUse.Before(before) {
+			continue
 		}
 		if oldest == nil || e.lastUse.Before(oldest.lastUse) {
 			oldest, oldestKey = e, k

@@ -115,10 +115,11 @@ func TestZygotePoolRetiresAfterForks(t *testing.T) {
 	}
 }
 
-// At most max zygotes live: the least recently used is retired first.
+// At most max zygotes live: the least recently used is retired first
+// (once it has not been used for keep).
 func TestZygotePoolRetiresLeastRecentlyUsed(t *testing.T) {
 	p, f := newFakePool(t)
-	p.max = 2
+	p.max, p.keep = 2, 0
 	a := getZygote(t, p, "a", "light")
 	getZygote(t, p, "b", "light")
 	time.Sleep(time.Millisecond) // lastUse must order them
@@ -129,6 +130,29 @@ func TestZygotePoolRetiresLeastRecentlyUsed(t *testing.T) {
 	}
 	if getZygote(t, p, "a", "light") != a || p.liveCount() != 2 {
 		t.Errorf("a's zygote was not kept, or more than 2 live (%d)", p.liveCount())
+	}
+}
+
+// With every place held by a zygote used within keep, another key gets
+// none (its sandboxes go to the helper) and no zygote is retired: more
+// callers than places, calling in turn, would otherwise start a zygote
+// per call.
+func TestZygotePoolKeepsRecentlyUsedWhenFull(t *testing.T) {
+	p, f := newFakePool(t)
+	p.max, p.keep = 2, time.Hour
+	a, b := getZygote(t, p, "a", "light"), getZygote(t, p, "b", "light")
+	for range 3 {
+		if _, _, err := p.get(context.Background(), sandbox.Zygote{Caller: "c", Runtime: "python3.13", Variant: "light"}, sandbox.Image{RootFS: "/img"}); !errors.Is(err, errZygotesBusy) {
+			t.Fatalf("a third caller with two places held: %v, want errZygotesBusy", err)
+		}
+	}
+	select {
+	case z := <-f.retired:
+		t.Errorf("%s's zygote was retired", z.key)
+	default:
+	}
+	if getZygote(t, p, "a", "light") != a || getZygote(t, p, "b", "light") != b || len(f.started) != 2 {
+		t.Errorf("a's and b's zygotes not kept, or another started (%d started)", len(f.started))
 	}
 }
 

@@ -66,12 +66,16 @@ type Backend struct {
 	// OtherMemory is memory the parent holds beside the live sandboxes
 	// (another engine's, say): MemoryInUse adds it to theirs.
 	OtherMemory atomic.Int64
+	// Zygotes is what MakesZygotes reports (the fake makes every sandbox
+	// alike, Config.Zygote or not; Configs shows what it was asked).
+	Zygotes bool
 
 	mu        sync.Mutex
 	created   int
 	destroyed int
 	runs      int
 	closed    int
+	retired   int
 	configs   []sandbox.Config
 	jobs      []sandbox.Job
 	live      map[*Sandbox]bool
@@ -80,6 +84,16 @@ type Backend struct {
 
 var _ sandbox.Backend = (*Backend)(nil)
 var _ sandbox.MemoryBudget = (*Backend)(nil)
+var _ sandbox.ZygoteMaker = (*Backend)(nil)
+
+// MakesZygotes implements sandbox.ZygoteMaker: Zygotes.
+func (b *Backend) MakesZygotes() bool { return b.Zygotes }
+
+// RetireZygotes implements sandbox.ZygoteMaker, counting the calls.
+func (b *Backend) RetireZygotes() { b.mu.Lock(); defer b.mu.Unlock(); b.retired++ }
+
+// Retired counts the calls of RetireZygotes.
+func (b *Backend) Retired() int { b.mu.Lock(); defer b.mu.Unlock(); return b.retired }
 
 // SetMemoryBudget implements sandbox.MemoryBudget: it records the limit
 // (Budget).

@@ -214,6 +214,11 @@ func start(cmd *exec.Cmd, theirs *os.File, ours int) (*Spawner, error) {
 		// and the caller finds nothing of it running.
 		_ = cmd.Process.Kill()
 		<-s.exited
+		if err == nil && n == 0 {
+			// It ended first (a zygote whose preloads failed, say): its
+			// stderr, which the caller adds, says why.
+			return nil, fmt.Errorf("%s ended before its hello", path)
+		}
 		return nil, fmt.Errorf("%s speaks another protocol than this engine (want version %d; rebuild it: scripts/install.sh)", path, protocolVersion)
 	}
 	return s, nil

@@ -82,6 +82,11 @@ static void copy_tree(int src, int dst, int depth, uint64_t *budget) {
 	closedir(d);
 }
 
+void copy_home_tree(int src, int dst) {
+	uint64_t budget = HOME_COPY_MAX;
+	copy_tree(src, dst, 0, &budget);
+}
+
 // copy_home makes the sandbox's /root a writable copy of the image's, on
 // the writable layer's tmpfs (so it counts against the same size and inode
 // caps): for an unprivileged engine, whose sandbox root cannot write the
@@ -99,9 +104,8 @@ int copy_home(const struct setup *s, const char *root) {
 		return fail("create %s", home);
 	int src = open(image_home, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	int dst = open(home, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	uint64_t budget = HOME_COPY_MAX;
 	if (src >= 0 && dst >= 0)
-		copy_tree(src, dst, 0, &budget);
+		copy_home_tree(src, dst);
 	if (src >= 0)
 		close(src);
 	if (dst >= 0)

@@ -18,7 +18,8 @@
 // kernel files), and at their host paths exactly the paths named: --ro
 // ones read-only (the image's view a sandbox's overlay is built on), --dir
 // ones as empty directories (the mount point sandboxes build on, which
-// each covers in its own namespace). It pivot_roots there (a user
+// each covers in its own namespace), and a writable /root of its own
+// (zygote_home). It pivot_roots there (a user
 // namespace cannot be made from a chroot).
 //
 // It keeps uid 0 and drops every capability but CAP_SETUID and CAP_SETGID
@@ -49,6 +50,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "home.h"
 #include "zygote.h"
 
 #define MAX_PATHS 32
@@ -108,6 +110,35 @@ static int bind(const char *stage, const char *src, const char *at, unsigned lon
 		return die("bind", src);
 	if (mount(NULL, target, NULL, MS_REMOUNT | MS_BIND | flags, NULL) < 0)
 		return die("remount", target);
+	return 0;
+}
+
+// zygote_home mounts a tmpfs of the zygote's own on the stage's /root and
+// copies the image's /root into it (copy_home_tree). A preloaded module may
+// need a writable home at import (matplotlib refuses to import without a
+// writable config or cache directory) and expects the caches the image
+// baked there (matplotlib's font list, which it otherwise rebuilds by
+// reading every font). The copy is owned by uid 0, the zygote's, which
+// writes it without CAP_DAC_OVERRIDE; each sandbox's root, built by its
+// own pivot_root, does not show it. The same paths are the sandbox's home,
+// so what a module cached of them at import still names the right place.
+static int zygote_home(const char *stage, const char *image) {
+	char at[PATH_MAX], src[PATH_MAX];
+	snprintf(at, sizeof at, "%s/root", stage);
+	if (mkdir(at, 0700) < 0 || mount("tmpfs", at, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=20m,nr_inodes=4096,mode=0700") < 0)
+		return die("mount tmpfs on", at);
+	snprintf(src, sizeof src, "%s/root", image);
+	int from = open(src, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (from < 0)
+		return 0; // an image without /root: the home is empty
+	int to = open(at, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (to < 0) {
+		close(from);
+		return die("open", at);
+	}
+	copy_home_tree(from, to);
+	close(from);
+	close(to);
 	return 0;
 }
 
@@ -301,6 +332,8 @@ int zygote_launch(int argc, char **argv) {
 		if (mkdirs(at) < 0)
 			return die("create", at);
 	}
+	if (zygote_home(stage, image))
+		return 1;
 	if (mount(NULL, stage, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 		return die("remount read-only", stage);
 	if (chdir(stage) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 || umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)

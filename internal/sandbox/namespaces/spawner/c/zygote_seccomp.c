@@ -22,9 +22,13 @@
 //     and /etc and the named paths) gives little to reach. A sandbox's
 //     setgroups is refused by the kernel anyway (its setgroups file says
 //     "deny"), and init calls it only with an empty list.
-//   - ptrace, process_vm_readv, process_vm_writev: the zygote traces
-//     nothing; the engine's program refuses ptrace to sandboxes anyway
-//     (sandboxes made by a zygote lose process_vm_* too).
+//   - ptrace: the zygote traces nothing; the engine's program refuses it
+//     to sandboxes anyway. Not process_vm_readv and process_vm_writev,
+//     which sandboxes have (as Docker's do) and a zygote's would lose:
+//     they need ptrace access to their target, and the processes the
+//     zygote can name are those of its own pid namespace, its pid 1 (not
+//     dumpable: refused to a process without CAP_SYS_PTRACE) and its own
+//     sandboxes, which it makes and so already holds.
 //   - setns: the zygote serves network-none sandboxes only.
 //   - the kernel interfaces the engine's program refuses to sandboxes
 //     (keyrings, bpf, perf_event_open, userfaultfd, io_uring, modules,
@@ -120,7 +124,7 @@ int zygote_seccomp(uint32_t owner_lo, uint32_t owner_count) {
 	emit(&p, RET(SECCOMP_RET_ALLOW));
 	emit(&p, DENY);
 	static const long denied[] = {
-	    SYS_ptrace, SYS_process_vm_readv, SYS_process_vm_writev, SYS_setns,
+	    SYS_ptrace, SYS_setns,
 	    SYS_keyctl, SYS_add_key, SYS_request_key, SYS_bpf, SYS_perf_event_open, SYS_userfaultfd,
 	    SYS_io_uring_setup, SYS_io_uring_enter, SYS_io_uring_register,
 	    SYS_init_module, SYS_finit_module, SYS_delete_module, SYS_kexec_load, SYS_kexec_file_load,
