@@ -2,11 +2,13 @@ package namespaces
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"sync"
 	"time"
 
 	"github.com/scratchrun/scratchrun/internal/sandbox"
+	"github.com/scratchrun/scratchrun/internal/sandbox/cgroups"
 	"github.com/scratchrun/scratchrun/internal/sandbox/namespaces/spawner"
 )
 
@@ -19,6 +21,15 @@ import (
 // the sandboxes one zygote makes in its life (the engine retires it after
 // fewer), so its sandboxes never share an owner.
 const zygoteOwners = 1024
+
+// zygoteLimits are the limits of a zygote's own cgroup, below the
+// sandboxes' parent (so the engine's admission and memory budget count
+// what it holds): a heavy zygote holds about 94 MB and its home up to
+// 20 MiB, plus the image files' cache it read; its processes are the
+// launcher, pid 1, the zygote, and each sandbox for the moment between
+// its fork and its move into its own group. A zygote taken over can
+// spend no more than this.
+var zygoteLimits = cgroups.Limits{MemoryBytes: 512 << 20, MaxPids: 64}
 
 // zygoteProcess is a running zygote, the stage directory it covers and
 // the owner uids its sandboxes take.
@@ -94,24 +105,57 @@ func (b *Backend) startZygote(img sandbox.Image, argv, env []string) (*zygotePro
 		os.Remove(stage)
 		return nil, err
 	}
-	z := spawner.Zygote{Launcher: b.spawnerPath, Object: object, Stage: stage, Image: img.RootFS,
-		ReadOnly: []string{view}, Dirs: []string{b.mountDir}, Argv: argv, Env: env,
-		OwnerBase: base, OwnerCount: zygoteOwners}
-	sp, err := spawner.StartZygote(z)
+	group, err := b.zygoteGroup()
 	if err != nil {
 		os.Remove(stage)
 		b.owners.releaseBlock(base, zygoteOwners)
 		return nil, err
 	}
+	z := spawner.Zygote{Launcher: b.spawnerPath, Object: object, Stage: stage, Image: img.RootFS,
+		ReadOnly: []string{view}, Dirs: []string{b.mountDir}, Argv: argv, Env: env,
+		OwnerBase: base, OwnerCount: zygoteOwners}
+	if group != nil {
+		z.CgroupProcs = group.ProcsFiles()
+	}
+	sp, err := spawner.StartZygote(z)
+	if err != nil {
+		os.Remove(stage)
+		b.owners.releaseBlock(base, zygoteOwners)
+		return nil, errors.Join(err, endZygoteGroup(group))
+	}
 	zp := &zygoteProcess{Spawner: sp, stage: stage, gone: make(chan struct{}),
 		ownerBase: base, ownerCount: zygoteOwners, ownerInUse: map[uint32]bool{}}
 	go func() {
 		sp.Wait()
-		zp.goneErr = os.Remove(stage)
+		zp.goneErr = errors.Join(os.Remove(stage), endZygoteGroup(group))
 		b.owners.releaseBlock(base, zygoteOwners)
 		close(zp.gone)
 	}()
 	return zp, nil
+}
+
+// zygoteGroup makes the cgroup a new zygote runs in (nil where the
+// backend enforces no limits), named as a sandbox's is, so that a dead
+// engine's is swept with its sandboxes' (hostside.SweepDeadEngines).
+func (b *Backend) zygoteGroup() (*cgroups.Group, error) {
+	if b.cgroups == nil {
+		return nil, nil
+	}
+	g, err := b.cgroups.Create(fmt.Sprintf("%s_%d", b.instance, sandboxSeq.Add(1)), zygoteLimits)
+	if err != nil {
+		return nil, fmt.Errorf("zygote cgroup: %w", err)
+	}
+	return g, nil
+}
+
+// endZygoteGroup removes a zygote's group once its launcher has ended:
+// what is left in it (pid 1's namespace is going) is killed first.
+func endZygoteGroup(g *cgroups.Group) error {
+	if g == nil {
+		return nil
+	}
+	g.KillAll()
+	return g.Destroy()
 }
 
 // startZygoteFor starts the zygote zc names, for the backend's pool.

@@ -57,7 +57,7 @@ func sourceFiles() []string {
 const BinaryName = "scratchrun-spawn"
 
 // protocolVersion must match PROTOCOL_VERSION in c/spawn.c.
-const protocolVersion = 6
+const protocolVersion = 7
 
 // replyTimeout bounds a spawn: the helper answers once the child runs init,
 // a few milliseconds normally.

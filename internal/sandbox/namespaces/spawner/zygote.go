@@ -60,6 +60,11 @@ type Zygote struct {
 	// Argv is the interpreter's command line (an absolute path in the
 	// image, and the bootstrap: warm.Zygote), Env its environment.
 	Argv, Env []string
+	// CgroupProcs are the cgroup.procs files of the group the launcher
+	// joins before anything else (one per hierarchy on cgroup v1), so
+	// that the zygote's memory and processes are counted there; none: it
+	// stays in the engine's own.
+	CgroupProcs []string
 	// OwnerBase and OwnerCount are the block of host uids the zygote's
 	// sandboxes' user namespaces are owned by: its seccomp filter lets it
 	// take no other uid (c/zygote_seccomp.c).
@@ -96,7 +101,7 @@ func StartZygote(z Zygote) (*Spawner, error) {
 	for _, l := range []struct {
 		flag  string
 		paths []string
-	}{{"--ro", z.ReadOnly}, {"--dir", z.Dirs}} {
+	}{{"--cgroup", z.CgroupProcs}, {"--ro", z.ReadOnly}, {"--dir", z.Dirs}} {
 		for _, p := range l.paths {
 			args = append(args, l.flag, p)
 		}

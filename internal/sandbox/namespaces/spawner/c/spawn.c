@@ -41,7 +41,7 @@
 #include "zygote.h"
 
 #define SOCKET_FD 3
-#define PROTOCOL_VERSION 6
+#define PROTOCOL_VERSION 7
 #define MAX_REQUEST (256 * 1024)
 #define CHILD_FDS 4 // stdout, stderr, fd 3, fd 4
 

@@ -4,7 +4,14 @@
 // and then becomes the image's interpreter:
 //
 //   scratchrun-spawn --zygote --stage DIR --image ROOTFS [--owners FIRST:COUNT]
-//       [--ro PATH]... [--dir PATH]... -- PROGRAM [ARG]...
+//       [--cgroup PROCS]... [--ro PATH]... [--dir PATH]... -- PROGRAM [ARG]...
+//
+// First of all it joins the cgroups whose cgroup.procs files --cgroup
+// names (the engine's group for this zygote): everything it, pid 1 and
+// the zygote then allocate is charged there (cgroup v1 charges a page to
+// the group it was first touched in, and a move later takes no charge
+// along), so the zygote's memory is in the sandboxes' parent, where the
+// engine's admission and memory budget count it.
 //
 // The world: the launcher (the engine's child) unshares a pid, a network
 // and an IPC namespace and forks their pid 1 (reap, below), which forks
@@ -204,8 +211,8 @@ static int reap(pid_t zygote) {
 
 int zygote_launch(int argc, char **argv) {
 	const char *stage = NULL, *image = NULL;
-	const char *ro[MAX_PATHS], *dirs[MAX_PATHS];
-	int nro = 0, ndirs = 0, i;
+	const char *ro[MAX_PATHS], *dirs[MAX_PATHS], *cgroups[MAX_PATHS];
+	int nro = 0, ndirs = 0, ncgroups = 0, i;
 	unsigned long owner_lo = 0, owner_count = 0;
 	for (i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
 		const char *flag = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
@@ -233,6 +240,8 @@ int zygote_launch(int argc, char **argv) {
 			ro[nro++] = value;
 		else if (strcmp(flag, "--dir") == 0 && ndirs < MAX_PATHS)
 			dirs[ndirs++] = value;
+		else if (strcmp(flag, "--cgroup") == 0 && ncgroups < MAX_PATHS)
+			cgroups[ncgroups++] = value;
 		else {
 			errno = EINVAL;
 			return die("unknown or repeated too often:", flag);
@@ -240,12 +249,24 @@ int zygote_launch(int argc, char **argv) {
 	}
 	if (!stage || !image || i + 1 >= argc || argv[i + 1][0] != '/') {
 		errno = EINVAL;
-		return die("usage: --zygote --stage DIR --image ROOTFS [--owners FIRST:COUNT] [--ro|--dir PATH]... -- PROGRAM [ARG]...", NULL);
+		return die("usage: --zygote --stage DIR --image ROOTFS [--owners FIRST:COUNT] [--cgroup PROCS]... [--ro|--dir PATH]... -- PROGRAM [ARG]...", NULL);
 	}
 	char **program = argv + i + 1;
 	if (geteuid() != 0) {
 		errno = EPERM;
 		return die("must run as root", NULL);
+	}
+	for (int k = 0; k < ncgroups; k++) {
+		int fd = open(cgroups[k], O_WRONLY | O_CLOEXEC);
+		if (fd < 0)
+			return die("open", cgroups[k]);
+		ssize_t n = write(fd, "0", 1); // 0: the writer
+		int saved = errno;
+		close(fd);
+		if (n != 1) {
+			errno = n < 0 ? saved : EIO;
+			return die("join the cgroup of", cgroups[k]);
+		}
 	}
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
 		return die("pdeathsig", NULL);
