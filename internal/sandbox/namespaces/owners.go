@@ -65,8 +65,9 @@ func (o *owners) release(uid uint32) {
 // owns, for a zygote's sandboxes (its seccomp filter lets it take those
 // only); releaseBlock frees them once the zygote and its sandboxes are
 // gone. The search starts where take's does (by pid), so that two engines
-// on one host rarely give their zygotes the same block: a zygote taken
-// over could otherwise take the owner uids of another engine's sandboxes.
+// on one host do not all begin at the same block. It is not a reservation:
+// another engine's take can still hand out a uid inside this block
+// (docs/zygotes.md, what is left).
 func (o *owners) takeBlock(n uint32) (uint32, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
