@@ -250,9 +250,14 @@ func (b *Backend) Create(ctx context.Context, cfg sandbox.Config) (sandbox.Sandb
 	return b.create(ctx, cfg, nil)
 }
 
+// newID names a new sandbox (or zygote) group: the engine's instance and
+// a number, the shape hostside.EngineAlive reads when it sweeps a dead
+// engine's.
+func (b *Backend) newID() string { return fmt.Sprintf("%s_%d", b.instance, sandboxSeq.Add(1)) }
+
 // create makes a sandbox whose init via starts (nil: the helper).
 func (b *Backend) create(ctx context.Context, cfg sandbox.Config, via *zygoteProcess) (sandbox.Sandbox, error) {
-	id := fmt.Sprintf("%s_%d", b.instance, sandboxSeq.Add(1))
+	id := b.newID()
 	if cfg.Session && cfg.Prestart != nil {
 		return nil, errors.New("a session sandbox cannot have a pre-started interpreter")
 	}

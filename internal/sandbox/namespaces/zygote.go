@@ -36,6 +36,8 @@ var zygoteLimits = cgroups.Limits{MemoryBytes: 512 << 20, MaxPids: 64}
 type zygoteProcess struct {
 	*spawner.Spawner
 	stage string
+	// group is the cgroup it runs in (nil: the engine's own; zygoteGroup).
+	group *cgroups.Group
 	// gone is closed once the zygote and every sandbox it made have ended
 	// (its launcher exited), its stage removed and its owners released.
 	gone    chan struct{}
@@ -123,7 +125,7 @@ func (b *Backend) startZygote(img sandbox.Image, argv, env []string) (*zygotePro
 		b.owners.releaseBlock(base, zygoteOwners)
 		return nil, errors.Join(err, endZygoteGroup(group))
 	}
-	zp := &zygoteProcess{Spawner: sp, stage: stage, gone: make(chan struct{}),
+	zp := &zygoteProcess{Spawner: sp, stage: stage, group: group, gone: make(chan struct{}),
 		ownerBase: base, ownerCount: zygoteOwners, ownerInUse: map[uint32]bool{}}
 	go func() {
 		sp.Wait()
@@ -135,13 +137,13 @@ func (b *Backend) startZygote(img sandbox.Image, argv, env []string) (*zygotePro
 }
 
 // zygoteGroup makes the cgroup a new zygote runs in (nil where the
-// backend enforces no limits), named as a sandbox's is, so that a dead
-// engine's is swept with its sandboxes' (hostside.SweepDeadEngines).
+// backend enforces no limits), named as a sandbox's is (newID), so that a
+// dead engine's is swept with its sandboxes' (hostside.SweepDeadEngines).
 func (b *Backend) zygoteGroup() (*cgroups.Group, error) {
 	if b.cgroups == nil {
 		return nil, nil
 	}
-	g, err := b.cgroups.Create(fmt.Sprintf("%s_%d", b.instance, sandboxSeq.Add(1)), zygoteLimits)
+	g, err := b.cgroups.Create(b.newID(), zygoteLimits)
 	if err != nil {
 		return nil, fmt.Errorf("zygote cgroup: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/scratchrun/scratchrun/internal/sandbox/cgroups"
 	"github.com/scratchrun/scratchrun/internal/testenv"
 )
 
@@ -24,71 +25,41 @@ func TestZygoteRunsInItsOwnGroup(t *testing.T) {
 	before := level.Snapshot()
 	t.Cleanup(func() { level.CheckClean(t, before) })
 	z, _ := startPythonZygote(t, b, img, rt, "")
+	if z.group == nil {
+		t.Fatal("the zygote has no group of its own")
+	}
 	launcher, zygote := z.Pid(), zygoteHostPid(t, z)
-	for _, parent := range b.cgroups.Parents() {
-		group := groupHolding(t, parent, zygote)
-		if group == "" {
-			t.Errorf("no group below %s holds the zygote (%d)", parent, zygote)
-			continue
+	files, limited := z.group.ProcsFiles(), 0
+	if len(files) != len(b.cgroups.Parents()) {
+		t.Errorf("the zygote's group is in %d hierarchies, the sandboxes' parent in %d", len(files), len(b.cgroups.Parents()))
+	}
+	for _, procs := range files { // every hierarchy holds both
+		data, err := os.ReadFile(procs)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if procs := groupProcs(t, group); !slices.Contains(procs, launcher) {
-			t.Errorf("%s holds %v, not the launcher %d", group, procs, launcher)
+		if pids := strings.Fields(string(data)); !slices.Contains(pids, strconv.Itoa(launcher)) || !slices.Contains(pids, strconv.Itoa(zygote)) {
+			t.Errorf("%s holds %v, not the launcher %d and the zygote %d", procs, pids, launcher, zygote)
 		}
-		usage, limit := "memory.usage_in_bytes", "memory.limit_in_bytes"
-		if _, err := os.Stat(filepath.Join(group, "memory.current")); err == nil {
-			usage, limit = "memory.current", "memory.max"
+		group := filepath.Dir(procs)
+		limit := "memory.limit_in_bytes"
+		if b.cgroups.Version() == cgroups.V2 {
+			limit = "memory.max"
 		}
-		if _, err := os.Stat(filepath.Join(group, usage)); err != nil {
-			continue // another controller's hierarchy (v1)
-		}
-		if got := readNumber(t, filepath.Join(group, limit)); got != zygoteLimits.MemoryBytes {
-			t.Errorf("%s: %d, want %d", limit, got, zygoteLimits.MemoryBytes)
-		}
-		// Its heap was allocated in the group, so it is charged there.
-		if charged, anon := readNumber(t, filepath.Join(group, usage)), rssAnon(t, zygote); charged < anon {
-			t.Errorf("the group is charged %d bytes, less than the zygote's %d of anonymous memory", charged, anon)
+		if data, err := os.ReadFile(filepath.Join(group, limit)); err == nil { // the memory controller's
+			limited++
+			if got := strings.TrimSpace(string(data)); got != strconv.FormatInt(zygoteLimits.MemoryBytes, 10) {
+				t.Errorf("%s: %s, want %d", limit, got, zygoteLimits.MemoryBytes)
+			}
 		}
 	}
-}
-
-// groupHolding is the group directly below parent whose cgroup.procs lists pid.
-func groupHolding(t *testing.T, parent string, pid int) string {
-	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(parent, "*", "cgroup.procs"))
-	for _, f := range files {
-		if slices.Contains(groupProcs(t, filepath.Dir(f)), pid) {
-			return filepath.Dir(f)
-		}
+	if limited != 1 {
+		t.Errorf("%d of the group's directories have a memory limit, want 1", limited)
 	}
-	return ""
-}
-
-func groupProcs(t *testing.T, group string) []int {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(group, "cgroup.procs"))
-	if err != nil {
-		return nil // a sandbox's group, gone meanwhile
+	// Its heap was allocated in the group, so it is charged there.
+	if charged, anon := z.group.MemoryUsage(), rssAnon(t, zygote); charged < anon {
+		t.Errorf("the group is charged %d bytes, less than the zygote's %d of anonymous memory", charged, anon)
 	}
-	var pids []int
-	for _, f := range strings.Fields(string(data)) {
-		if pid, err := strconv.Atoi(f); err == nil {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
-func readNumber(t *testing.T, file string) int64 {
-	t.Helper()
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
-	if err != nil {
-		t.Fatalf("%s: %v", file, err)
-	}
-	return n
 }
 
 // rssAnon is pid's resident anonymous memory in bytes.
