@@ -48,6 +48,7 @@ func benchCreate(ctx context.Context, o createOptions) int {
 		return exitInternal
 	}
 	defer eng.Close()
+	w := bench.Workloads["python-print"]
 	idle := func(runtime string, warm bool) bench.Creator {
 		return func(ctx context.Context) (func() error, error) {
 			s, err := eng.CreateIdle(ctx, runtime, warm)
@@ -62,7 +63,18 @@ func benchCreate(ctx context.Context, o createOptions) int {
 			}, nil
 		}
 	}
-	w := bench.Workloads["python-print"]
+	fromZygote := func(ctx context.Context) (func() error, error) {
+		s, err := eng.CreateIdleZygote(ctx, w.Runtime)
+		if err != nil {
+			return nil, err
+		}
+		return func() error {
+			if t := s.Destroy(); !t.Purged {
+				return fmt.Errorf("teardown of %s: %v", s.ID(), t.Err)
+			}
+			return nil
+		}, nil
+	}
 	call := func(ctx context.Context) (func() error, error) {
 		res, err := eng.Exec(ctx, execapi.Request{Runtime: w.Runtime, Code: w.Code, Network: execapi.NetworkNone}, nil)
 		if err != nil {
@@ -78,6 +90,9 @@ func benchCreate(ctx context.Context, o createOptions) int {
 		{Name: "bash sandbox", Create: idle("bash", false)},
 		{Name: "python warm sandbox", Create: idle(w.Runtime, true)},
 		{Name: "python print(1) call", Create: call},
+	}
+	if o.setup.engine.Zygote {
+		kinds = append(kinds, bench.CreateKind{Name: "python zygote fork", Create: fromZygote})
 	}
 	// One of each first, discarded: the page cache, the images' views.
 	for _, k := range kinds {

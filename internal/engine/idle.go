@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/scratchrun/scratchrun/internal/execapi"
 	"github.com/scratchrun/scratchrun/internal/sandbox"
@@ -39,3 +40,24 @@ func (s *IdleSandbox) ID() string { return s.l.sb.ID() }
 
 // Destroy tears the sandbox down as a call's end does.
 func (s *IdleSandbox) Destroy() sandbox.Teardown { return s.e.release(s.l) }
+
+// CreateIdleZygote makes a sandbox of runtime (no network, light variant)
+// from the zygote of the caller with no name, as a caller's next sandbox is
+// made (zygote_next.go), and never gives it a job; the zygote starts with
+// the first one. It is an error when this engine makes no such sandbox from
+// zygotes (zygotes off, or a runtime they do not serve).
+func (e *Engine) CreateIdleZygote(ctx context.Context, runtime string) (*IdleSandbox, error) {
+	rt, err := e.store.Resolve(runtime)
+	if err != nil {
+		return nil, err
+	}
+	key := execapi.PoolKey{Runtime: rt.Runtime.Name, Network: execapi.NetworkNone, Variant: variantLight}
+	if !e.zygoteServes(rt, key) {
+		return nil, fmt.Errorf("this engine makes no %s sandbox from a zygote (is the zygote setting on?)", rt.Runtime.Name)
+	}
+	l, err := e.leaseZygote(ctx, rt, key, int64(e.cfg.Policy.MaxMemoryMB)<<20, "")
+	if err != nil {
+		return nil, err
+	}
+	return &IdleSandbox{e: e, l: l}, nil
+}
