@@ -89,6 +89,11 @@ def _exit_status(e):
     return 1
 
 
+# _before_exit, when set, runs at the very end of the fast exit: only in a
+# zygote's probe (zygote.py's _written_by_a_job), never in a job's process.
+_before_exit = None
+
+
 def _fast_exit(status, main, libc_exit):
     """Ends the process as the interpreter would (non-daemon threads joined,
     atexit callbacks run, the program's globals released so their __del__
@@ -128,6 +133,8 @@ def _fast_exit(status, main, libc_exit):
                 stream.flush()
         except Exception:
             status = 120  # as the interpreter reports a failed final flush
+    if _before_exit is not None:
+        _before_exit()
     try:
         if libc_exit is None:
             import ctypes
