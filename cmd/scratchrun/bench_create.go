@@ -49,9 +49,10 @@ func benchCreate(ctx context.Context, o createOptions) int {
 	}
 	defer eng.Close()
 	w := bench.Workloads["python-print"]
-	idle := func(runtime string, warm bool) bench.Creator {
+	// kept makes a creator of sandboxes that wait unused until ended.
+	kept := func(create func(context.Context) (*engine.IdleSandbox, error)) bench.Creator {
 		return func(ctx context.Context) (func() error, error) {
-			s, err := eng.CreateIdle(ctx, runtime, warm)
+			s, err := create(ctx)
 			if err != nil {
 				return nil, err
 			}
@@ -63,18 +64,10 @@ func benchCreate(ctx context.Context, o createOptions) int {
 			}, nil
 		}
 	}
-	fromZygote := func(ctx context.Context) (func() error, error) {
-		s, err := eng.CreateIdleZygote(ctx, w.Runtime)
-		if err != nil {
-			return nil, err
-		}
-		return func() error {
-			if t := s.Destroy(); !t.Purged {
-				return fmt.Errorf("teardown of %s: %v", s.ID(), t.Err)
-			}
-			return nil
-		}, nil
+	idle := func(runtime string, warm bool) bench.Creator {
+		return kept(func(ctx context.Context) (*engine.IdleSandbox, error) { return eng.CreateIdle(ctx, runtime, warm) })
 	}
+	fromZygote := kept(func(ctx context.Context) (*engine.IdleSandbox, error) { return eng.CreateIdleZygote(ctx, w.Runtime) })
 	call := func(ctx context.Context) (func() error, error) {
 		res, err := eng.Exec(ctx, execapi.Request{Runtime: w.Runtime, Code: w.Code, Network: execapi.NetworkNone}, nil)
 		if err != nil {
